@@ -1,0 +1,145 @@
+/* flashcute — the C ABI.
+ *
+ * This header is the whole contract between the compiled core (libflashcute.so) and its callers
+ * (the Python package through ctypes, C/C++ programs through CMake). The core knows nothing of
+ * PyTorch or Python. Rules:
+ *   - every entry point returns a flashcute_status; on failure flashcute_last_error() (thread-local)
+ *     says which argument was wrong and why. Nothing is printed, nothing aborts, no C++ exception
+ *     crosses this boundary.
+ *   - argument structs start with their own size (struct_size = sizeof(the caller's struct)).
+ *     Fields are only ever appended, so a caller built against an older header keeps working: the
+ *     library treats fields the caller did not send as zero.
+ *   - strides are in elements, not bytes; the last dimension must be contiguous.
+ */
+#ifndef FLASHCUTE_FLASHCUTE_H
+#define FLASHCUTE_FLASHCUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define FLASHCUTE_API __declspec(dllexport)
+#else
+#define FLASHCUTE_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLASHCUTE_ABI_VERSION 1
+
+typedef enum flashcute_status {
+  FLASHCUTE_OK = 0,
+  FLASHCUTE_ERROR_INVALID_ARGUMENT = 1, /* a caller error: shape, stride, pointer, value */
+  FLASHCUTE_ERROR_UNSUPPORTED = 2,      /* valid, but not compiled in or not possible on this GPU */
+  FLASHCUTE_ERROR_CUDA = 3,             /* a CUDA runtime call or a kernel launch failed */
+  FLASHCUTE_ERROR_INTERNAL = 4          /* a bug in flashcute: please report it */
+} flashcute_status;
+
+typedef enum flashcute_dtype {
+  FLASHCUTE_DTYPE_FP16 = 0,
+  FLASHCUTE_DTYPE_BF16 = 1,
+  FLASHCUTE_DTYPE_E4M3 = 2 /* float8_e4m3fn; inputs only, needs compute capability 9.0 */
+} flashcute_dtype;
+
+typedef enum flashcute_backend {
+  FLASHCUTE_BACKEND_AUTO = 0, /* sm90 kernels on compute capability 9.0, sm80 kernels on 8.x */
+  FLASHCUTE_BACKEND_SM80 = 1, /* the Ampere-class kernels (run on 8.x and on 9.0) */
+  FLASHCUTE_BACKEND_SM90 = 2  /* the Hopper kernels (9.0 only) */
+} flashcute_backend;
+
+typedef enum flashcute_mask_align {
+  FLASHCUTE_ALIGN_BOTTOM_RIGHT = 0, /* FlashAttention's convention: query i sees keys <= i + sk - sq */
+  FLASHCUTE_ALIGN_TOP_LEFT = 1      /* torch SDPA's convention:      query i sees keys <= i */
+} flashcute_mask_align;
+
+/* Forward attention: out = softmax(scale * q k^T [+ masks, softcap]) v, and lse = logsumexp of
+ * the (scaled, capped, masked) scores, natural log, fp32.
+ *
+ * Dense layout ("FA layout"): q (batch, seqlen_q, heads_q, head_dim), k (batch, seqlen_k, heads_k,
+ * head_dim), v (batch, seqlen_k, heads_k, head_dim_v), out (batch, seqlen_q, heads_q, head_dim_v),
+ * lse (batch, heads_q, seqlen_q) with strides lse_batch_stride, lse_head_stride and 1.
+ * Varlen layout (cu_seqlens_q != NULL): q (total_q, heads_q, head_dim), k/v (total_k, heads_k, .),
+ * batch strides are ignored, sequence b occupies rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1 of q
+ * and cu_seqlens_k[b] .. of k/v; seqlen_q/seqlen_k give the maximum lengths; lse is
+ * (heads_q, total_q) with strides lse_head_stride and 1.
+ */
+typedef struct flashcute_fwd_args {
+  uint64_t struct_size; /* = sizeof(flashcute_fwd_args) as the caller compiled it */
+
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  float* lse; /* may be NULL: then no LSE is written */
+
+  int64_t q_batch_stride, q_row_stride, q_head_stride;
+  int64_t k_batch_stride, k_row_stride, k_head_stride;
+  int64_t v_batch_stride, v_row_stride, v_head_stride;
+  int64_t out_batch_stride, out_row_stride, out_head_stride;
+  int64_t lse_batch_stride, lse_head_stride;
+
+  int32_t batch;
+  int32_t seqlen_q; /* dense: the length; varlen: max_seqlen_q */
+  int32_t seqlen_k; /* dense: the length; varlen: max_seqlen_k */
+  int32_t heads_q;
+  int32_t heads_k; /* heads_q % heads_k == 0 (GQA / MQA) */
+  int32_t head_dim;
+  int32_t head_dim_v;
+  int32_t dtype;     /* flashcute_dtype of q, k, v */
+  int32_t out_dtype; /* flashcute_dtype of out: equal to dtype for fp16/bf16; fp16 or bf16 for e4m3 */
+
+  float softmax_scale; /* usually 1/sqrt(head_dim) */
+  int32_t causal;      /* nonzero: causal, aligned by mask_align */
+  int32_t window_left; /* sliding window: keys in [i + off - window_left, i + off + window_right], */
+  int32_t window_right;/*   off = seqlen_k - seqlen_q (bottom-right) or 0 (top-left); -1 = unbounded */
+  int32_t mask_align;  /* flashcute_mask_align */
+  float softcap;       /* > 0: scores become softcap * tanh(scores / softcap); 0 = off */
+
+  /* varlen: all three NULL for the dense layout. int32, on the device. */
+  const int32_t* cu_seqlens_q; /* batch + 1 entries, cu_seqlens_q[0] = 0, non-decreasing */
+  const int32_t* cu_seqlens_k; /* batch + 1 entries */
+  const int32_t* seqused_k;    /* optional, batch entries: keys actually used per sequence */
+  int64_t total_q;             /* varlen: rows of q/out; dense: ignored */
+  int64_t total_k;             /* varlen: rows of k/v;   dense: ignored */
+
+  /* FP8 descale factors (fp32, on the device, may be NULL = 1.0), indexed
+   * [b * descale_batch_stride + h_k * descale_head_stride] (FA3: shape (batch, heads_k)). */
+  const float* q_descale;
+  const float* k_descale;
+  const float* v_descale;
+  int64_t descale_batch_stride, descale_head_stride;
+
+  int32_t backend; /* flashcute_backend */
+  int32_t device;  /* CUDA device ordinal the pointers live on; -1 = the current device */
+  void* stream;    /* cudaStream_t; NULL = the legacy default stream */
+} flashcute_fwd_args;
+
+/* The library's own sizeof(flashcute_fwd_args); callers compare it with theirs. */
+FLASHCUTE_API size_t flashcute_fwd_args_size(void);
+
+/* Run the forward pass. Asynchronous on args->stream; no allocation, no host synchronisation. */
+FLASHCUTE_API flashcute_status flashcute_fwd(const flashcute_fwd_args* args);
+
+/* The message of the last failure on this thread ("" if none). Valid until the next call. */
+FLASHCUTE_API const char* flashcute_last_error(void);
+
+/* Introspection. */
+FLASHCUTE_API const char* flashcute_version(void);    /* "0.1.0" */
+FLASHCUTE_API int flashcute_abi_version(void);        /* FLASHCUTE_ABI_VERSION */
+FLASHCUTE_API const char* flashcute_build_info(void); /* JSON: archs, head dims, dtypes, CUTLASS, CUDA */
+
+/* Whether a forward with this (backend, dtype, head_dim, head_dim_v) can run on `device`
+ * (-1 = current). FLASHCUTE_OK if yes; otherwise UNSUPPORTED (or INVALID_ARGUMENT) and
+ * flashcute_last_error() says why and which CMake option would build the missing piece.
+ * If resolved_backend is not NULL it receives the backend AUTO resolves to. */
+FLASHCUTE_API flashcute_status flashcute_fwd_supported(int device, int backend, int dtype,
+                                                       int head_dim, int head_dim_v,
+                                                       int* resolved_backend);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHCUTE_FLASHCUTE_H */

@@ -1,0 +1,77 @@
+// Attention masks in the general window form of params.h, applied to one thread's score
+// fragment. Arch-agnostic: the caller passes its scores as any register tensor plus a tensor of
+// the same shape holding each element's (row, col) coordinate inside the tile (an identity
+// tensor partitioned the same way as the accumulator), so mma.sync and wgmma layouts both work.
+#pragma once
+
+#include <cmath>
+#include <cute/tensor.hpp>
+#include "common/params.h"
+#include "common/seqlen.cuh"
+
+namespace flashcute {
+
+struct WindowMask {
+  int seqlen_k;
+  int diag_offset;
+  int window_left;   // -1 = unbounded
+  int window_right;  // -1 = unbounded
+
+  __device__ __forceinline__ WindowMask(const FwdParams& p, const SeqInfo& s)
+      : seqlen_k(s.seqlen_k), diag_offset(s.diag_offset),
+        window_left(p.window_left), window_right(p.window_right) {}
+
+  __device__ __forceinline__ bool visible(int row, int col) const {
+    bool ok = col < seqlen_k;
+    if (window_right >= 0) ok &= col <= row + diag_offset + window_right;
+    if (window_left >= 0) ok &= col >= row + diag_offset - window_left;
+    return ok;
+  }
+
+  // Key blocks [n_min, n_max) of width kBlockN that rows [row_begin, row_end) can see at all;
+  // blocks outside are neither loaded nor computed. row_end > row_begin.
+  template <int kBlockN>
+  __device__ __forceinline__ void key_block_range(int row_begin, int row_end, int& n_min,
+                                                  int& n_max) const {
+    int key_end = seqlen_k;
+    if (window_right >= 0) key_end = min(key_end, row_end - 1 + diag_offset + window_right + 1);
+    n_max = key_end <= 0 ? 0 : (key_end + kBlockN - 1) / kBlockN;
+    n_min = 0;
+    if (window_left >= 0) n_min = max(0, row_begin + diag_offset - window_left) / kBlockN;
+  }
+
+  // Whether key block n_block needs per-element masking for rows [row_begin, row_end):
+  // it crosses the end of the keys or a window edge for some row of the tile.
+  template <int kBlockN>
+  __device__ __forceinline__ bool block_needs_mask(int n_block, int row_begin, int row_end) const {
+    int col_begin = n_block * kBlockN, col_last = col_begin + kBlockN - 1;
+    bool need = col_last >= seqlen_k;
+    if (window_right >= 0) need |= col_last > row_begin + diag_offset + window_right;
+    if (window_left >= 0) need |= col_begin < row_end - 1 + diag_offset - window_left;
+    return need;
+  }
+
+  // scores(i) = -inf where (row0 + row(i), col0 + col(i)) is not visible.
+  template <class TensorS, class TensorC>
+  __device__ __forceinline__ void apply(TensorS& scores, TensorC const& coords, int row0,
+                                        int col0) const {
+    static_assert(decltype(cute::size(scores))::value == decltype(cute::size(coords))::value);
+#pragma unroll
+    for (int i = 0; i < cute::size(scores); ++i) {
+      auto rc = coords(i);
+      if (!visible(row0 + int(cute::get<0>(rc)), col0 + int(cute::get<1>(rc)))) {
+        scores(i) = -INFINITY;
+      }
+    }
+  }
+};
+
+// Logit soft-capping: s <- tanh(s * softcap_inv). The factor softcap * log2(e) is then folded
+// into the softmax scale (softcap_log2), so the capped scores go straight to the log2 domain.
+template <class TensorS>
+__device__ __forceinline__ void apply_softcap(TensorS& scores, float softcap_inv) {
+#pragma unroll
+  for (int i = 0; i < cute::size(scores); ++i) scores(i) = tanhf(scores(i) * softcap_inv);
+}
+
+}  // namespace flashcute

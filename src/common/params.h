@@ -1,0 +1,64 @@
+// The forward parameters every kernel receives, already validated and normalised by src/api.
+// Plain data (no CUDA or CuTe types) so that the API layer compiles with the host compiler.
+#pragma once
+
+#include <cstdint>
+
+namespace flashcute {
+
+struct FwdParams {
+  // Tensors. Strides are in elements; the last dimension is contiguous.
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  float* lse;  // nullptr: do not write LSE
+
+  int64_t q_batch_stride, q_row_stride, q_head_stride;
+  int64_t k_batch_stride, k_row_stride, k_head_stride;
+  int64_t v_batch_stride, v_row_stride, v_head_stride;
+  int64_t o_batch_stride, o_row_stride, o_head_stride;
+  int64_t lse_batch_stride, lse_head_stride;  // varlen: lse_batch_stride unused (row = cu_q[b] + i)
+
+  int batch;
+  int seqlen_q, seqlen_k;  // dense: the lengths; varlen: the maxima (grid sizing only)
+  int heads_q, heads_k;
+  int head_group;          // heads_q / heads_k: K/V head = q head / head_group
+  int head_dim, head_dim_v;
+  int dtype, out_dtype;    // flashcute_dtype
+
+  // Softmax. scale_log2 = softmax_scale * log2(e) is folded once here, so kernels use exp2.
+  // With softcap > 0 the kernel computes softcap * tanh(s * softmax_scale / softcap), and then
+  // multiplies by log2(e): softcap_inv = softmax_scale / softcap, softcap_log2 = softcap * log2(e).
+  float softmax_scale;
+  float scale_log2;
+  float softcap;  // 0 = off
+  float softcap_inv;
+  float softcap_log2;
+
+  // Masks, in the general FA form: query row i (within its sequence) sees key j iff
+  //   j >= i + diag_offset - window_left   (when window_left  >= 0)
+  //   j <= i + diag_offset + window_right  (when window_right >= 0)
+  // where diag_offset = seqlen_k_b - seqlen_q_b (bottom-right, align_top_left == false) or 0.
+  // Causal is window_right == 0. Keys j >= seqlen_k_b never count.
+  int window_left;   // -1 = unbounded
+  int window_right;  // -1 = unbounded
+  bool is_causal;    // informational; already folded into window_right = 0
+  bool align_top_left;
+
+  // Varlen (all nullptr for dense). Sequence b's rows are [cu_seqlens_q[b], cu_seqlens_q[b+1]).
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  const int32_t* seqused_k;  // optional: keys used in sequence b (<= its cu_seqlens_k length)
+
+  // FP8 descales (nullptr = 1), indexed [b * descale_batch_stride + hk * descale_head_stride].
+  const float* q_descale;
+  const float* k_descale;
+  const float* v_descale;
+  int64_t descale_batch_stride, descale_head_stride;
+
+  int num_sms;  // of the device, for persistent grids
+  void* stream; // cudaStream_t
+};
+
+}  // namespace flashcute
