@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Build the wheel here (no GPU needed) into .carry/ for the GPU machine, reusing a persistent
+# build directory so that only changed kernels recompile.
+#   scripts/build_carry.sh                      # the full default build
+#   scripts/build_carry.sh "128" "90a;80"       # FLASHCUTE_HDIMS, FLASHCUTE_CUDA_ARCHS
+set -euo pipefail
+cd "$(dirname "$0")/.."
+hdims="${1:-64;96;128;192;256}"
+archs="${2:-90a;80}"
+tag=$(echo "${hdims}_${archs}" | tr ';' '-')
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+rm -rf .carry && mkdir -p .carry
+start=$(date +%s)
+python3 -m pip wheel . --no-deps --no-build-isolation -w .carry \
+  -C build-dir="build/carry-${tag}" \
+  -C cmake.define.FLASHCUTE_HDIMS="${hdims}" \
+  -C cmake.define.FLASHCUTE_CUDA_ARCHS="${archs}" \
+  -C build.verbose=true > "build/carry-${tag}.log" 2>&1 || { tail -50 "build/carry-${tag}.log"; exit 1; }
+echo "built in $(( $(date +%s) - start )) s: $(ls -s --block-size=K .carry/*.whl)"
+# Keep the ptxas report (registers, spills) next to the wheel: it travels to the GPU machine.
+grep -E "ptxas info *: (Compiling|Function properties|Used)|spill" "build/carry-${tag}.log" > .carry/ptxas.txt || true
+if grep -E "[1-9][0-9]* bytes spill" .carry/ptxas.txt; then echo "WARNING: spills (above)"; fi

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The whole GPU check in one device call: install the carried wheel, run every test (GPU tests
+# included, and the C++ consumer), the sanitizers on small cases, and the benchmark. Results land
+# under $OUT (pytest summary, sanitizer logs, benchmark JSON + PNG).
+#   device run:  carry=[".carry"]  command: scripts/gpu_check.sh [--tests-only|--bench-only] [-- bench args]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/flashcute-out}"; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+mode=all
+bench_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tests-only) mode=tests ;;
+    --bench-only) mode=bench ;;
+    --no-sanitize) nosan=1 ;;
+    --) shift; bench_args=("$@"); break ;;
+  esac
+  shift
+done
+log="$OUT/log.txt"
+t0=$(date +%s)
+stamp() { echo "[gpu_check +$(( $(date +%s) - t0 ))s] $*" | tee -a "$log"; }
+
+stamp "install"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv >> "$log" 2>&1
+python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/flashcute-*.whl >> "$log" 2>&1 \
+  || { stamp "wheel install failed"; exit 1; }
+python3 -c "import flashcute, json; print(json.dumps(flashcute.build_info()))" >> "$log" 2>&1
+[ -f .carry/ptxas.txt ] && grep -c "bytes spill" .carry/ptxas.txt >/dev/null && \
+  { echo "ptxas spill lines with nonzero spills:"; grep -E "[1-9][0-9]* bytes spill" .carry/ptxas.txt; } >> "$log"
+
+if [ "$mode" != bench ]; then
+  stamp "pytest"
+  python3 -m pytest tests -q -rs -p no:cacheprovider --junitxml="$OUT/pytest.xml" > "$OUT/pytest.txt" 2>&1
+  echo "pytest rc=$?" >> "$OUT/pytest.txt"
+  tail -25 "$OUT/pytest.txt"
+  if [ -z "${nosan:-}" ]; then
+    for tool in memcheck racecheck synccheck; do
+      stamp "compute-sanitizer $tool"
+      timeout 240 compute-sanitizer --tool "$tool" --kernel-name kns=flashcute --print-limit 20 \
+        python3 scripts/sanitize_cases.py >> "$OUT/sanitize.txt" 2>&1
+      echo "$tool rc=$?" | tee -a "$OUT/sanitize.txt"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize.txt" | tail -1
+    done
+  fi
+fi
+if [ "$mode" != tests ]; then
+  stamp "benchmark ${bench_args[*]}"
+  python3 benchmarks/bench_attention.py "${bench_args[@]}" --json "$OUT/bench.json" --plot "$OUT/bench.png" \
+    > "$OUT/bench.txt" 2>&1
+  echo "bench rc=$?" >> "$OUT/bench.txt"
+  tail -60 "$OUT/bench.txt"
+fi
+stamp "done"
