@@ -31,14 +31,22 @@ python3 -c "import flashcute, json; print(json.dumps(flashcute.build_info()))" >
   { echo "ptxas spill lines with nonzero spills:"; grep -E "[1-9][0-9]* bytes spill" .carry/ptxas.txt; } >> "$log"
 
 if [ "$mode" != bench ]; then
-  stamp "pytest"
-  python3 -m pytest tests -q -rs -p no:cacheprovider --junitxml="$OUT/pytest.xml" > "$OUT/pytest.txt" 2>&1
-  echo "pytest rc=$?" >> "$OUT/pytest.txt"
-  tail -25 "$OUT/pytest.txt"
+  # One pytest process per backend, each under a timeout: a hang or a fault in one kernel family
+  # cannot take the other's results (or the benchmark) down with it.
+  # The CPU tests run with the first backend only (-m gpu afterwards).
+  sel=()
+  for b in ${FLASHCUTE_TEST_BACKENDS:-sm80 sm90}; do
+    stamp "pytest backend=$b ${sel[*]}"
+    FLASHCUTE_TEST_BACKENDS=$b timeout "${PYTEST_TIMEOUT:-200}" python3 -m pytest tests "${sel[@]}" -q -rs \
+      -p no:cacheprovider --maxfail=40 --junitxml="$OUT/pytest-$b.xml" > "$OUT/pytest-$b.txt" 2>&1
+    echo "pytest backend=$b rc=$?" >> "$OUT/pytest-$b.txt"
+    tail -15 "$OUT/pytest-$b.txt"
+    sel=(-m gpu)
+  done
   if [ -z "${nosan:-}" ]; then
     for tool in memcheck racecheck synccheck; do
       stamp "compute-sanitizer $tool"
-      timeout 240 compute-sanitizer --tool "$tool" --kernel-name kns=flashcute --print-limit 20 \
+      timeout "${SANITIZE_TIMEOUT:-90}" compute-sanitizer --tool "$tool" --kernel-name kns=flashcute --print-limit 20 \
         python3 scripts/sanitize_cases.py >> "$OUT/sanitize.txt" 2>&1
       echo "$tool rc=$?" | tee -a "$OUT/sanitize.txt"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize.txt" | tail -1
@@ -47,7 +55,7 @@ if [ "$mode" != bench ]; then
 fi
 if [ "$mode" != tests ]; then
   stamp "benchmark ${bench_args[*]}"
-  python3 benchmarks/bench_attention.py "${bench_args[@]}" --json "$OUT/bench.json" --plot "$OUT/bench.png" \
+  timeout "${BENCH_TIMEOUT:-240}" python3 benchmarks/bench_attention.py "${bench_args[@]}" --json "$OUT/bench.json" --plot "$OUT/bench.png" \
     > "$OUT/bench.txt" 2>&1
   echo "bench rc=$?" >> "$OUT/bench.txt"
   tail -60 "$OUT/bench.txt"

@@ -200,6 +200,9 @@ FwdParams make_params(const flashcute_fwd_args& a, const DeviceInfo& dev) {
   p.cu_seqlens_q = a.cu_seqlens_q;
   p.cu_seqlens_k = a.cu_seqlens_k;
   p.seqused_k = a.seqused_k;
+  // Packed row counts (varlen only): the sm90 TMA descriptors need the true extents.
+  p.total_q = a.cu_seqlens_q ? a.total_q : 0;
+  p.total_k = a.cu_seqlens_q ? a.total_k : 0;
   p.q_descale = a.q_descale;
   p.k_descale = a.k_descale;
   p.v_descale = a.v_descale;

@@ -53,7 +53,7 @@ struct WindowMask {
 
   // scores(i) = -inf where (row0 + row(i), col0 + col(i)) is not visible.
   template <class TensorS, class TensorC>
-  __device__ __forceinline__ void apply(TensorS& scores, TensorC const& coords, int row0,
+  __device__ __forceinline__ void apply(TensorS&& scores, TensorC const& coords, int row0,
                                         int col0) const {
     static_assert(decltype(cute::size(scores))::value == decltype(cute::size(coords))::value);
 #pragma unroll
@@ -69,7 +69,7 @@ struct WindowMask {
 // Logit soft-capping: s <- tanh(s * softcap_inv). The factor softcap * log2(e) is then folded
 // into the softmax scale (softcap_log2), so the capped scores go straight to the log2 domain.
 template <class TensorS>
-__device__ __forceinline__ void apply_softcap(TensorS& scores, float softcap_inv) {
+__device__ __forceinline__ void apply_softcap(TensorS&& scores, float softcap_inv) {
 #pragma unroll
   for (int i = 0; i < cute::size(scores); ++i) scores(i) = tanhf(scores(i) * softcap_inv);
 }

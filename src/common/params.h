@@ -59,6 +59,12 @@ struct FwdParams {
 
   int num_sms;  // of the device, for persistent grids
   void* stream; // cudaStream_t
+
+  // Added for the sm90 kernel (appended; zero = not filled in): rows of the packed q/out and k/v
+  // tensors in the varlen layout (flashcute_fwd_args.total_q / total_k). TMA descriptors need the
+  // true extent so that a tail tile never reads past the allocation. Dense: ignored.
+  int64_t total_q = 0;
+  int64_t total_k = 0;
 };
 
 }  // namespace flashcute

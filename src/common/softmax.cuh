@@ -28,7 +28,7 @@ struct OnlineSoftmax {
   // Fold one block of scores in: scores become P = exp2(s*scale - max*scale) in place and the
   // output accumulator is rescaled once by exp2(old_max - new_max).
   template <class TensorS, class TensorO>
-  __device__ __forceinline__ void update(TensorS& s, TensorO& o, float scale_log2) {
+  __device__ __forceinline__ void update(TensorS&& s, TensorO&& o, float scale_log2) {
     static_assert(decltype(cute::size<0>(s))::value == kRows);
     static_assert(decltype(cute::size<0>(o))::value == kRows);
 #pragma unroll
@@ -57,7 +57,7 @@ struct OnlineSoftmax {
   // Normalise the output accumulator and return each row's LSE (natural log). A row that saw
   // no visible key (sum 0) gets output 0 and LSE -inf, never NaN.
   template <class TensorO>
-  __device__ __forceinline__ void finalize(TensorO& o, float scale_log2, float (&lse)[kRows]) {
+  __device__ __forceinline__ void finalize(TensorO&& o, float scale_log2, float (&lse)[kRows]) {
     constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {

@@ -1,0 +1,253 @@
+"""Argument validation, before any kernel (DESIGN principle 6).
+
+Every rule raises TypeError (wrong kind of thing: not a tensor, wrong dtype) or ValueError (a
+wrong value: shape, device, window, ...) with a message that names the argument, says what it
+got and what is allowed.
+
+The structural rules look only at shapes, strides, dtypes and devices, so they run on any device
+type (CUDA, meta, FakeTensor) and while torch.compile traces. That the tensors live on a CUDA
+device is a separate rule (check_cuda). Rules that need tensor *values* (cu_seqlens monotone,
+seqused_k bounded) need a host synchronisation: check_varlen_values skips them while a CUDA graph
+is being captured, under torch.compile, and for tensors without data (meta / fake).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import torch
+
+from . import _lib
+
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+_FP8_DTYPES = tuple(d for d in (getattr(torch, "float8_e4m3fn", None),) if d is not None)
+_DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+BACKENDS = ("auto", "sm80", "sm90")
+
+
+def _is_tensor(name: str, t, optional: bool = False) -> None:
+    if t is None and optional:
+        return
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+
+
+def check_input_dtypes(names: Sequence[str], tensors: Sequence[torch.Tensor], allow_fp8: bool) -> None:
+    allowed = _HALF_DTYPES + (_FP8_DTYPES if allow_fp8 else ())
+    allowed_s = ", ".join(str(d) for d in allowed)
+    for n, t in zip(names, tensors):
+        if t.dtype not in allowed:
+            hint = ("" if allow_fp8 or t.dtype not in _FP8_DTYPES else
+                    " (float8_e4m3fn inputs go through flashcute.flash_attn_interface)")
+            raise TypeError(f"{n}: dtype {t.dtype} is not supported; allowed: {allowed_s}{hint}")
+    q0 = tensors[0]
+    for n, t in zip(names[1:], tensors[1:]):
+        if t.dtype != q0.dtype:
+            raise TypeError(f"{n}: dtype {t.dtype} differs from {names[0]}'s dtype {q0.dtype}; "
+                            f"{', '.join(names)} must share one dtype")
+    if q0.dtype in _DTYPE_NAMES and _lib.COMPILED_DTYPES and _DTYPE_NAMES[q0.dtype] not in _lib.COMPILED_DTYPES:
+        raise TypeError(f"{names[0]}: dtype {q0.dtype} is not compiled into this build (compiled: "
+                        f"{', '.join(_lib.COMPILED_DTYPES)}); rebuild with "
+                        f"-C cmake.define.FLASHCUTE_DTYPES=\"bf16;fp16\"")
+
+
+def check_same_device(named: Sequence[tuple]) -> None:
+    """named: (name, tensor or None) pairs; all tensors must share the first one's device."""
+    first_name, first = named[0]
+    for n, t in named[1:]:
+        if t is not None and t.device != first.device:
+            raise ValueError(f"{n}: is on device {t.device}, but {first_name} is on {first.device}; "
+                             f"all tensors must be on one CUDA device")
+
+
+def check_cuda(name: str, t: torch.Tensor) -> None:
+    if t.device.type != "cuda":
+        raise ValueError(f"{name}: must be a CUDA tensor, got a tensor on device '{t.device}'; "
+                         f"move the inputs to a GPU with .cuda()")
+
+
+def check_head_dims(names: Sequence[str], d: int, dk: int, dv: int) -> None:
+    qn, kn, vn = names
+    if dk != d:
+        raise ValueError(f"{kn}: head dim (last dimension) {dk} differs from {qn}'s head dim {d}; "
+                         f"they must be equal")
+    compiled = _lib.COMPILED_HEAD_DIMS
+    if d not in compiled:
+        raise ValueError(f"{qn}: head dim {d} is not compiled into this build (compiled head dims: "
+                         f"{list(compiled)}); rebuild with -C cmake.define.FLASHCUTE_HDIMS=\"{d}\" "
+                         f"(allowed in FLASHCUTE_HDIMS: 64;96;128;192;256)")
+    if dv != d and (d, dv) not in _lib.COMPILED_SHAPES:
+        pairs = [p for p in _lib.COMPILED_SHAPES if p[0] != p[1]]
+        raise ValueError(f"{vn}: head dim {dv} differs from {qn}'s head dim {d}; allowed: equal head dims"
+                         + (f", or the (head_dim, head_dim_v) pairs {pairs}" if pairs else
+                            ", or (192, 128) in a build with FLASHCUTE_HDIMS containing 192 and "
+                            "FLASHCUTE_CUDA_ARCHS containing 90a"))
+
+
+def check_heads(names: Sequence[str], hq: int, hk: int, hv: int) -> None:
+    qn, kn, vn = names
+    if hv != hk:
+        raise ValueError(f"{vn}: has {hv} heads but {kn} has {hk}; {kn} and {vn} must have the same heads")
+    if hk <= 0 or hq % hk != 0:
+        raise ValueError(f"{kn}: has {hk} heads, which does not divide {qn}'s {hq} heads; "
+                         f"heads_q must be a multiple of heads_k (GQA/MQA)")
+
+
+def check_window_softcap_scale(window_size, softcap, softmax_scale) -> tuple:
+    if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
+        raise ValueError(f"window_size: expected a pair (left, right), got {window_size!r}")
+    wl, wr = window_size
+    for side, w in (("left", wl), ("right", wr)):
+        if isinstance(w, bool) or not isinstance(w, int):
+            raise TypeError(f"window_size: {side} value must be an int, got {type(w).__name__} {w!r}")
+        if w < -1:
+            raise ValueError(f"window_size: {side} value {w} must be >= -1 (-1 = unbounded)")
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)):
+        raise TypeError(f"softcap: expected a float, got {type(softcap).__name__}")
+    if not (softcap >= 0.0) or not math.isfinite(softcap):
+        raise ValueError(f"softcap: got {softcap}; must be finite and >= 0 (0 = off)")
+    if softmax_scale is not None:
+        if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):
+            raise TypeError(f"softmax_scale: expected a float or None, got {type(softmax_scale).__name__}")
+        if not math.isfinite(softmax_scale):
+            raise ValueError(f"softmax_scale: got {softmax_scale}; must be finite")
+    return int(wl), int(wr)
+
+
+def check_backend(backend) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: got {backend!r}; allowed: {', '.join(repr(b) for b in BACKENDS)}")
+
+
+def _check_rank(name: str, t: torch.Tensor, layout: str) -> None:
+    want = layout.count(",") + 1
+    if t.dim() != want:
+        raise ValueError(f"{name}: expected {want} dimensions {layout}, got {t.dim()} (shape {tuple(t.shape)})")
+
+
+def _check_int_tensor(name: str, t: torch.Tensor, length: Optional[int], what: str) -> None:
+    if t.dtype != torch.int32:
+        raise TypeError(f"{name}: dtype {t.dtype}; must be torch.int32")
+    if t.dim() != 1:
+        raise ValueError(f"{name}: expected a 1-D tensor ({what}), got shape {tuple(t.shape)}")
+    if length is not None and t.shape[0] != length:
+        raise ValueError(f"{name}: has {t.shape[0]} entries; expected {length} ({what})")
+
+
+def check_descales(names_and: Sequence[tuple], dtype, batch: int, heads_k: int, qname: str) -> None:
+    for n, t in names_and:
+        if t is None:
+            continue
+        _is_tensor(n, t)
+        if dtype not in _FP8_DTYPES:
+            raise ValueError(f"{n}: descale factors apply only to float8_e4m3fn inputs, but {qname} is {dtype}")
+        if t.dtype != torch.float32:
+            raise TypeError(f"{n}: dtype {t.dtype}; must be torch.float32")
+        if tuple(t.shape) != (batch, heads_k):
+            raise ValueError(f"{n}: shape {tuple(t.shape)}; expected (batch, heads_k) = ({batch}, {heads_k})")
+
+
+def check_fwd(q, k, v, *, names=("q", "k", "v"), varlen=False, cu_seqlens_q=None, cu_seqlens_k=None,
+              max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, window_size=(-1, -1), softcap=0.0,
+              softmax_scale=None, causal=False, allow_fp8=False, descales=(None, None, None),
+              backend="auto", layout=None) -> tuple:
+    """All structural rules. q/k/v are in FA layout: (batch, seqlen, heads, dim) dense or
+    (total, heads, dim) varlen. Returns (window_left, window_right)."""
+    qn, kn, vn = names
+    for n, t in zip(names, (q, k, v)):
+        _is_tensor(n, t)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal: expected a bool, got {type(causal).__name__}")
+    check_backend(backend)
+    check_input_dtypes(names, (q, k, v), allow_fp8)
+    if layout is None:
+        layout = ("(total, heads, head_dim)" if varlen else "(batch, seqlen, heads, head_dim)")
+    for n, t in zip(names, (q, k, v)):
+        _check_rank(n, t, layout)
+    extra = [("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k), ("seqused_k", seqused_k)]
+    extra += list(zip(("q_descale", "k_descale", "v_descale"), descales))
+    for n, t in extra:
+        _is_tensor(n, t, optional=True)
+    check_same_device([(qn, q), (kn, k), (vn, v)] + extra)
+    wl, wr = check_window_softcap_scale(window_size, softcap, softmax_scale)
+
+    hq, d = q.shape[-2], q.shape[-1]
+    hk, dk = k.shape[-2], k.shape[-1]
+    hv, dv = v.shape[-2], v.shape[-1]
+    check_heads(names, hq, hk, hv)
+    check_head_dims(names, d, dk, dv)
+
+    if varlen:
+        if cu_seqlens_q is None or cu_seqlens_k is None:
+            missing = "cu_seqlens_q" if cu_seqlens_q is None else "cu_seqlens_k"
+            raise ValueError(f"{missing}: is None; the varlen layout needs both cu_seqlens_q and cu_seqlens_k")
+        _check_int_tensor("cu_seqlens_q", cu_seqlens_q, None, "batch + 1 offsets")
+        if cu_seqlens_q.shape[0] < 1:
+            raise ValueError("cu_seqlens_q: is empty; it needs batch + 1 >= 1 entries (starting with 0)")
+        batch = cu_seqlens_q.shape[0] - 1
+        _check_int_tensor("cu_seqlens_k", cu_seqlens_k, batch + 1,
+                          f"batch + 1, as cu_seqlens_q has {batch + 1}")
+        if k.shape[0] != v.shape[0]:
+            raise ValueError(f"{vn}: has {v.shape[0]} rows (total_k) but {kn} has {k.shape[0]}; they must be equal")
+        for n, m, total, tn in (("max_seqlen_q", max_seqlen_q, q.shape[0], "total_q"),
+                                ("max_seqlen_k", max_seqlen_k, k.shape[0], "total_k")):
+            if isinstance(m, bool) or not isinstance(m, int):
+                raise TypeError(f"{n}: expected an int, got {type(m).__name__}")
+            if m < 0:
+                raise ValueError(f"{n}: got {m}; must be >= 0")
+            if m > total:
+                raise ValueError(f"{n}: got {m}, more than the {total} rows of the packed tensor ({tn})")
+        if seqused_k is not None:
+            _check_int_tensor("seqused_k", seqused_k, batch, "one count per sequence")
+    else:
+        if seqused_k is not None or cu_seqlens_q is not None or cu_seqlens_k is not None:
+            raise ValueError("cu_seqlens_q/cu_seqlens_k/seqused_k: only for the varlen layout")
+        batch = q.shape[0]
+        if k.shape[0] != batch or v.shape[0] != batch:
+            n, t = (kn, k) if k.shape[0] != batch else (vn, v)
+            raise ValueError(f"{n}: batch size {t.shape[0]} differs from {qn}'s batch size {batch}")
+        if v.shape[1] != k.shape[1]:
+            raise ValueError(f"{vn}: has seqlen {v.shape[1]} but {kn} has seqlen {k.shape[1]}; they must be equal")
+
+    check_descales(list(zip(("q_descale", "k_descale", "v_descale"), descales)), q.dtype, batch, hk, qn)
+    return wl, wr
+
+
+def values_readable(*tensors) -> bool:
+    """Whether reading tensor values on the host is allowed and possible right now."""
+    if torch.compiler.is_compiling():
+        return False
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        return False
+    from torch._subclasses.fake_tensor import FakeTensor
+    for t in tensors:
+        if t is not None and (isinstance(t, FakeTensor) or t.device.type == "meta"):
+            return False
+    return True
+
+
+def check_varlen_values(cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
+                        total_q, total_k) -> None:
+    """The rules that read cu_seqlens / seqused_k (one host sync). Call only if values_readable()."""
+    for name, cu, m, total, tn, mn in (("cu_seqlens_q", cu_seqlens_q, max_seqlen_q, total_q, "total_q", "max_seqlen_q"),
+                                       ("cu_seqlens_k", cu_seqlens_k, max_seqlen_k, total_k, "total_k", "max_seqlen_k")):
+        vals = cu.tolist()
+        if vals[0] != 0:
+            raise ValueError(f"{name}: must start with 0, got {vals[0]}")
+        lens = [b - a for a, b in zip(vals[:-1], vals[1:])]
+        if any(n < 0 for n in lens):
+            i = next(i for i, n in enumerate(lens) if n < 0)
+            raise ValueError(f"{name}: must be non-decreasing, but entry {i + 1} ({vals[i + 1]}) < entry {i} ({vals[i]})")
+        if vals[-1] > total:
+            raise ValueError(f"{name}: last entry {vals[-1]} exceeds the {total} rows of the packed tensor ({tn})")
+        if lens and max(lens) > m:
+            raise ValueError(f"{mn}: got {m}, but the longest sequence in {name} has {max(lens)} rows; "
+                             f"{mn} must be >= every sequence length")
+        if name == "cu_seqlens_k":
+            k_lens = lens
+    if seqused_k is not None:
+        used = seqused_k.tolist()
+        for b, (u, n) in enumerate(zip(used, k_lens)):
+            if u < 0 or u > n:
+                raise ValueError(f"seqused_k: entry {b} is {u}; must be in [0, {n}] (the length of "
+                                 f"sequence {b} in cu_seqlens_k)")

@@ -1,0 +1,111 @@
+// The sm90 forward kernel: a persistent, warp-specialised CTA that wires the roles together.
+//   warpgroup 0: producer. Drops to 24 registers; thread 0 walks the tiles and issues TMA loads.
+//   warpgroups 1, 2: consumers. Raise to 240 registers; per tile run the mainloop (GEMMs +
+//   softmax) and the epilogue for their 64 rows.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include "common/mask.cuh"
+#include "common/params.h"
+#include "common/seqlen.cuh"
+#include "sm90/fwd_epilogue.cuh"
+#include "sm90/fwd_mainloop.cuh"
+#include "sm90/fwd_traits.cuh"
+#include "sm90/tile_scheduler.cuh"
+
+namespace flashcute::sm90 {
+
+using namespace cute;
+
+using Shape4 = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
+
+// Kernel arguments (a __grid_constant__ so the TMA descriptors stay in parameter space).
+template <class TmaQ, class TmaK, class TmaV, class TmaO>
+struct KernelParams {
+  FwdParams p;
+  TmaQ tma_q;
+  TmaK tma_k;
+  TmaV tma_v;
+  TmaO tma_o;
+  Shape4 shape_q, shape_k, shape_vt, shape_o;  // the shapes the tensor maps were built over
+  StaticTileScheduler sched;
+};
+
+template <class Traits, class KP>
+__global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_CONSTANT KP const kp) {
+  using Pipeline = typename Traits::Pipeline;
+  using SharedStorage = typename Traits::SharedStorage;
+  using ML = Mainloop<Traits>;
+  extern __shared__ __align__(1024) char smem_raw[];
+  SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_raw);
+  FwdParams const& p = kp.p;
+
+  const int warp_idx = cutlass::canonical_warp_idx_sync();
+  const int warpgroup = warp_idx / 4;
+
+  if (warp_idx == 0 && cute::elect_one_sync()) {
+    cute::prefetch_tma_descriptor(kp.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(kp.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(kp.tma_v.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(kp.tma_o.get_tma_descriptor());
+    cutlass::arch::ClusterTransactionBarrier::init(&ss.bar.q_full, 1);
+    cutlass::arch::ClusterBarrier::init(&ss.bar.q_empty, Traits::kNumMmaThreads);
+  }
+  typename Pipeline::Params pk_params, pv_params;
+  pk_params.role = pv_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer
+                                                   : Pipeline::ThreadCategory::Consumer;
+  pk_params.is_leader = pv_params.is_leader = threadIdx.x == 0;  // the elected lane of warp 0
+  pk_params.num_consumers = pv_params.num_consumers = Traits::kNumMmaThreads;
+  pk_params.transaction_bytes = Traits::kKStageBytes;
+  pv_params.transaction_bytes = Traits::kVStageBytes;
+  Pipeline pipe_k(ss.bar.pipe_k, pk_params, Shape<_1, _1, _1>{});
+  Pipeline pipe_v(ss.bar.pipe_v, pv_params, Shape<_1, _1, _1>{});
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();  // barrier inits visible to every role before anyone waits on them
+
+  StaticTileScheduler const& sched = kp.sched;
+  const int num_tiles = sched.num_tiles();
+
+  if (warpgroup == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
+    if (threadIdx.x != 0) return;  // one thread issues every TMA load
+    typename ML::Producer producer;
+    for (int t = sched.first(); t < num_tiles; t = sched.next(t)) {
+      const TileCoord tc = sched.tile(t);
+      const SeqInfo seq(p, tc.b);
+      const WindowMask mask(p, seq);
+      const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
+      if (!r.active || r.n_min >= r.n_max) continue;
+      producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+    typename ML::Consumer consumer;
+    consumer.wg = warpgroup - 1;
+    consumer.tid = threadIdx.x - 128;
+    Epilogue<Traits> epilogue{consumer.wg, consumer.tid};
+    typename Traits::TiledMmaPV mma_pv;
+    Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDimV>>{});
+    consumer.sched_start();
+    for (int t = sched.first(); t < num_tiles; t = sched.next(t)) {
+      const TileCoord tc = sched.tile(t);
+      const SeqInfo seq(p, tc.b);
+      const WindowMask mask(p, seq);
+      const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
+      if (!r.active) continue;
+      if (r.n_min >= r.n_max) {
+        epilogue.store_empty(p, seq, tc.h, tc.m_block);
+        continue;
+      }
+      Sm90OnlineSoftmax<decltype(size<0>(acc_rowcol(tOrO.layout())))::value> softmax;
+      consumer.mma(p, ss, pipe_k, pipe_v, mask, r, tc.m_block, tOrO, softmax);
+      epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax);
+    }
+    consumer.sched_finish();
+    epilogue.finish();
+  }
+}
+
+}  // namespace flashcute::sm90

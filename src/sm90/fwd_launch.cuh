@@ -1,0 +1,132 @@
+// Host side of the sm90 forward kernel: tile configuration per head dim, TMA descriptors and
+// the persistent launch.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <type_traits>
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
+#include "common/kernel_registry.h"
+#include "common/params.h"
+#include "sm90/fwd_kernel.cuh"
+#include "sm90/fwd_traits.cuh"
+
+namespace flashcute {
+
+namespace sm90 {
+
+// Tiles per (hdim, hdim_v): kBlockM is always 128 (two consumer warpgroups of 64 rows).
+// Shared memory = Q (128 d) + stages * N * (d + dv) + O (128 dv), 2 bytes each, <= 227 KB:
+//   (64, 64)  : N 128, 2 stages,  96 KB
+//   (96, 96)  : N 128, 2 stages, 144 KB
+//   (128,128) : N 128, 2 stages, 192 KB (S and O are 64 fp32 regs each per thread)
+//   (192,128) : N 112, 2 stages, 220 KB
+//   (192,192) : N 112, 2 stages, O aliases Q (216 KB; separate O would need 264 KB)
+//   (256,256) : N 80,  2 stages, O aliases Q (224 KB; O alone is 128 fp32 regs per thread)
+template <int D, int DV> struct TileConfig;
+template <> struct TileConfig<64, 64>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false; };
+template <> struct TileConfig<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false; };
+template <> struct TileConfig<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false; };
+template <> struct TileConfig<192, 128> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = false; };
+template <> struct TileConfig<192, 192> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = true; };
+template <> struct TileConfig<256, 256> { static constexpr int kN = 80,  kStages = 2; static constexpr bool kAlias = true; };
+
+template <class Traits>
+int launch_fwd(const FwdParams& p) {
+  using Element = typename Traits::Element;
+  constexpr int D = Traits::kHeadDim, DV = Traits::kHeadDimV;
+  constexpr int kM = Traits::kBlockM, kN = Traits::kBlockN;
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  if (p.batch <= 0 || p.heads_q <= 0 || p.seqlen_q <= 0) return int(cudaSuccess);
+  // Varlen tensor maps need the packed extents (FwdParams::total_q/total_k); without them a
+  // tail tile could read past the allocation, so refuse rather than guess.
+  if (varlen && p.total_q <= 0) return int(cudaErrorInvalidValue);
+
+  // Tensor-map extents. A zero extent is not encodable; with no keys no K/V block is loaded,
+  // so one row of extent is never touched.
+  const int rows_q = varlen ? int(p.total_q) : p.seqlen_q;
+  const int rows_k = std::max(1, varlen ? int(p.total_k) : p.seqlen_k);
+  const int nb = varlen ? 1 : p.batch;
+  // Varlen: batch mode of extent 1; its stride is never used but must be encodable.
+  const int64_t q_bs = varlen ? p.q_row_stride : p.q_batch_stride;
+  const int64_t k_bs = varlen ? p.k_row_stride : p.k_batch_stride;
+  const int64_t v_bs = varlen ? p.v_row_stride : p.v_batch_stride;
+  const int64_t o_bs = varlen ? p.o_row_stride : p.o_batch_stride;
+
+  Shape4 shape_q = make_shape(rows_q, D, p.heads_q, nb);
+  Shape4 shape_k = make_shape(rows_k, D, p.heads_k, nb);
+  Shape4 shape_vt = make_shape(DV, rows_k, p.heads_k, nb);
+  Shape4 shape_o = make_shape(rows_q, DV, p.heads_q, nb);
+  // No keys at all (seqlen_k == 0, or varlen total_k == 0): K/V may be null or carry degenerate
+  // strides, and no block is ever loaded, so build their maps over q's memory instead.
+  const bool no_keys = varlen ? p.total_k <= 0 : p.seqlen_k <= 0;
+  const void* k_ptr = no_keys ? p.q : p.k;
+  const void* v_ptr = no_keys ? p.q : p.v;
+  const int64_t k_rs = no_keys ? p.q_row_stride : p.k_row_stride;
+  const int64_t k_hs = no_keys ? p.q_head_stride : p.k_head_stride;
+  const int64_t v_rs = no_keys ? p.q_row_stride : p.v_row_stride;
+  const int64_t v_hs = no_keys ? p.q_head_stride : p.v_head_stride;
+  const int64_t kb = no_keys ? q_bs : k_bs, vb = no_keys ? q_bs : v_bs;
+  static_assert(DV <= D, "the no-keys V map reads dv columns of a q row");
+  if (no_keys) {  // one row of q's first head and batch
+    get<2>(shape_k) = get<2>(shape_vt) = 1;
+    get<3>(shape_k) = get<3>(shape_vt) = 1;
+  }
+
+  auto ptr = [](const void* x) { return make_gmem_ptr(static_cast<Element const*>(x)); };
+  Tensor mQ = make_tensor(ptr(p.q), shape_q, make_stride(p.q_row_stride, _1{}, p.q_head_stride, q_bs));
+  Tensor mK = make_tensor(ptr(k_ptr), shape_k, make_stride(k_rs, _1{}, k_hs, kb));
+  Tensor mVt = make_tensor(ptr(v_ptr), shape_vt, make_stride(_1{}, v_rs, v_hs, vb));
+  Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.out)), shape_o,
+                          make_stride(p.o_row_stride, _1{}, p.o_head_stride, o_bs));
+
+  auto tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{},
+                             Shape<Int<kM>, Int<D>>{}, _1{});
+  auto tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}),
+                             Shape<Int<kN>, Int<D>>{}, _1{});
+  auto tma_v = make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}),
+                             Shape<Int<DV>, Int<kN>>{}, _1{});
+  auto tma_o = make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutOWG{},
+                             Shape<_64, Int<DV>>{}, _1{});
+
+  using KP = KernelParams<decltype(tma_q), decltype(tma_k), decltype(tma_v), decltype(tma_o)>;
+  KP kp{p, tma_q, tma_k, tma_v, tma_o, shape_q, shape_k, shape_vt, shape_o,
+        StaticTileScheduler{(p.seqlen_q + kM - 1) / kM, p.heads_q, p.batch, p.window_right >= 0}};
+
+  int num_sms = p.num_sms;
+  if (num_sms <= 0) {
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev);
+  }
+  const int grid = std::max(1, std::min(kp.sched.num_tiles(), num_sms));
+
+  auto kernel = fwd_kernel<Traits, KP>;
+  constexpr int kSmem = Traits::kSmemBytes;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (err != cudaSuccess) return int(err);
+  kernel<<<grid, Traits::kNumThreads, kSmem, static_cast<cudaStream_t>(p.stream)>>>(kp);
+  return int(cudaGetLastError());
+}
+
+#ifndef FLASHCUTE_SM90_PINGPONG
+#define FLASHCUTE_SM90_PINGPONG 1  // ablation: -DFLASHCUTE_SM90_PINGPONG=0
+#endif
+#ifndef FLASHCUTE_SM90_INTRAWG_OVERLAP
+#define FLASHCUTE_SM90_INTRAWG_OVERLAP 1  // ablation: -DFLASHCUTE_SM90_INTRAWG_OVERLAP=0
+#endif
+
+}  // namespace sm90
+
+template <int DTYPE, int HDIM, int HDIM_V>
+int run_fwd_sm90(const FwdParams& p) {
+  static_assert(DTYPE == 0 || DTYPE == 1, "sm90 forward supports fp16 and bf16");
+  using Element = std::conditional_t<DTYPE == 0, cutlass::half_t, cutlass::bfloat16_t>;
+  using Cfg = sm90::TileConfig<HDIM, HDIM_V>;
+  using Traits = sm90::FwdTraits<Element, HDIM, HDIM_V, Cfg::kN, Cfg::kStages, Cfg::kAlias,
+                                 bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP)>;
+  return sm90::launch_fwd<Traits>(p);
+}
+
+}  // namespace flashcute

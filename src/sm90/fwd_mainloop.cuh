@@ -1,0 +1,298 @@
+// Mainloop collective of the sm90 forward kernel: the producer's TMA loads and the consumers'
+// WGMMA GEMMs with the online softmax, for one (query block, head, batch) tile.
+//
+// Pipelines. K and V each go through a cutlass::PipelineTmaAsync ring of kStages buffers (full
+// barrier: TMA transaction bytes landed; empty barrier: all 256 consumer threads released it).
+// The producer issues K one block ahead of V, K(n_max-1), K(n_max-2), V(n_max-1), ..., because
+// with intra-warpgroup overlap a consumer needs K(n-1) for S before V(n) for O += P V.
+// Key blocks run from the last to the first, so the blocks that need a mask (the end of the keys,
+// the causal diagonal) come while the running max is still being built.
+//
+// Q: transaction barrier q_full; the consumers wait on its phase, which flips once per tile that
+// has work. Before loading the next tile's Q the producer waits on mbarrier q_empty, where every
+// consumer thread arrives once it no longer reads Q (after its last S GEMM, or after its O store
+// when O aliases Q's buffer). An mbarrier rather than a named barrier: the producer is a single
+// thread, and mbarrier arrivals count threads exactly.
+//
+// Ping-pong (kPingPong): consumer warpgroups take turns issuing their GEMMs, ordered by named
+// barriers kBarSchedWG0/1: a WG waits for its turn, issues, then hands the turn to the other. So
+// one WG's softmax runs while the other's GEMMs keep the tensor cores busy.
+// Intra-WG overlap (kIntraWGOverlap): S(n-1) = Q K(n-1)^T is issued together with O += P(n) V(n)
+// so the softmax of block n-1 overlaps the P V wgmma of block n.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include "common/mask.cuh"
+#include "common/params.h"
+#include "common/seqlen.cuh"
+#include "common/utils.cuh"
+#include "sm90/fwd_softmax.cuh"
+#include "sm90/fwd_traits.cuh"
+#include "sm90/tile_scheduler.cuh"
+
+namespace flashcute::sm90 {
+
+using namespace cute;
+
+// Which key blocks a tile touches. active == false: the query block lies past this sequence's
+// end (varlen), nothing to write. n_min == n_max: every key is masked, write O = 0, LSE = -inf.
+struct TileRange {
+  int row_begin, row_end, n_min, n_max;
+  bool active;
+};
+
+template <int kBlockM, int kBlockN>
+CUTE_DEVICE TileRange tile_range(WindowMask const& mask, SeqInfo const& seq, int m_block) {
+  TileRange r;
+  r.row_begin = m_block * kBlockM;
+  r.active = r.row_begin < seq.seqlen_q;
+  r.row_end = min(seq.seqlen_q, r.row_begin + kBlockM);
+  r.n_min = r.n_max = 0;
+  if (r.active) mask.template key_block_range<kBlockN>(r.row_begin, r.row_end, r.n_min, r.n_max);
+  if (r.n_max < r.n_min) r.n_max = r.n_min;
+  return r;
+}
+
+// Issue one warpgroup's share of a tiled WGMMA (all k-steps) as one commit group; no wait.
+// kARegs: A is a register fragment (RS), else a smem descriptor fragment (SS).
+template <bool kARegs, class TiledMma, class TA, class TB, class TC>
+CUTE_DEVICE void wgmma_issue(TiledMma& mma, TA& tA, TB const& tB, TC& tC, bool zero_init) {
+  if constexpr (kARegs) warpgroup_fence_operand(tA);
+  warpgroup_fence_operand(tC);
+  warpgroup_arrive();
+  mma.accumulate_ = zero_init ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+  CUTE_UNROLL
+  for (int k = 0; k < size<2>(tA); ++k) {
+    cute::gemm(mma, tA(_, _, k), tB(_, _, k), tC);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(tC);
+  if constexpr (kARegs) warpgroup_fence_operand(tA);
+}
+
+template <class Traits>
+struct Mainloop {
+  using Element = typename Traits::Element;
+  static constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim, kHeadDimV = Traits::kHeadDimV;
+  using Pipeline = typename Traits::Pipeline;
+  using PipelineState = typename Traits::PipelineState;
+  using SharedStorage = typename Traits::SharedStorage;
+
+  // ---------------------------------------------------------------- producer (one thread) ----
+  struct Producer {
+    PipelineState state_k = cutlass::make_producer_start_state<Pipeline>();
+    PipelineState state_v = cutlass::make_producer_start_state<Pipeline>();
+    bool q_loaded_before = false;
+    uint32_t q_empty_phase = 0;
+
+    // Called by thread 0 (the pipelines' is_leader) for each tile with work.
+    template <class KP>
+    CUTE_DEVICE void load(KP const& kp, SharedStorage& ss, Pipeline& pipe_k, Pipeline& pipe_v,
+                          TileCoord const& tc, SeqInfo const& seq, TileRange const& r) {
+      // Q's buffer is reused tile after tile: wait until both consumer WGs are done with it.
+      if (q_loaded_before) {
+        cutlass::arch::ClusterBarrier::wait(&ss.bar.q_empty, q_empty_phase);
+        q_empty_phase ^= 1;
+      }
+      q_loaded_before = true;
+
+      Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
+      Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
+      Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Traits::SmemLayoutVt{});
+      // Dense: coordinates (row, dim, head, batch). Varlen: the tensor maps span the packed
+      // rows, batch index 0, and the sequence's first row is a coordinate offset. Rows past
+      // the sequence are then another sequence's (or TMA zero fill): they are masked (keys) or
+      // never stored (queries).
+      const int bi = seq.varlen ? 0 : seq.b;
+      const int hk = tc.h / kp.p.head_group;
+      Tensor mQ = domain_offset(make_coord(int(seq.q_row0), _0{}),
+                                kp.tma_q.get_tma_tensor(kp.shape_q)(_, _, tc.h, bi));
+      Tensor mK = domain_offset(make_coord(int(seq.k_row0), _0{}),
+                                kp.tma_k.get_tma_tensor(kp.shape_k)(_, _, hk, bi));
+      Tensor mVt = domain_offset(make_coord(_0{}, int(seq.k_row0)),
+                                 kp.tma_v.get_tma_tensor(kp.shape_vt)(_, _, hk, bi));
+      Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(tc.m_block, _0{}));
+      Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
+      Tensor gVt = local_tile(mVt, Shape<Int<kHeadDimV>, Int<kBlockN>>{}, make_coord(_0{}, _));
+      auto [tQg, tQs] = tma_partition(kp.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                      group_modes<0, 2>(gQ));
+      auto tK = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                              group_modes<0, 2>(gK));  // (global (TMA, n), smem (TMA, stage))
+      auto tV = tma_partition(kp.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                              group_modes<0, 2>(gVt));
+      auto tKg = get<0>(tK);
+      auto tKs = get<1>(tK);
+      auto tVg = get<0>(tV);
+      auto tVs = get<1>(tV);
+
+      auto load_k = [&](int n) {
+        pipe_k.producer_acquire(state_k);
+        copy(kp.tma_k.with(*pipe_k.producer_get_barrier(state_k)), tKg(_, n), tKs(_, state_k.index()));
+        ++state_k;
+      };
+      auto load_v = [&](int n) {
+        pipe_v.producer_acquire(state_v);
+        copy(kp.tma_v.with(*pipe_v.producer_get_barrier(state_v)), tVg(_, n), tVs(_, state_v.index()));
+        ++state_v;
+      };
+
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar.q_full, Traits::kQBytes);
+      copy(kp.tma_q.with(ss.bar.q_full), tQg, tQs);
+      load_k(r.n_max - 1);
+      for (int n = r.n_max - 1; n > r.n_min; --n) {
+        load_k(n - 1);
+        load_v(n);
+      }
+      load_v(r.n_min);
+    }
+  };
+
+  // ---------------------------------------------------------------- consumers ------------------
+  using TiledMmaQK = typename Traits::TiledMmaQK;
+  using TiledMmaPV = typename Traits::TiledMmaPV;
+
+  struct Consumer {
+    PipelineState state_k, state_v;
+    uint32_t q_phase = 0;
+    int wg;   // 0 or 1: which 64 rows of the tile
+    int tid;  // 0 .. 255 among the consumer threads
+
+    CUTE_DEVICE void sched_wait() const {
+      if constexpr (Traits::kPingPong) named_bar_sync(wg == 0 ? kBarSchedWG0 : kBarSchedWG1, 256);
+    }
+    CUTE_DEVICE void sched_signal() const {
+      if constexpr (Traits::kPingPong) named_bar_arrive(wg == 0 ? kBarSchedWG1 : kBarSchedWG0, 256);
+    }
+    // WG 0 goes first: WG 1 grants it the first turn once; WG 0 takes back the last grant.
+    CUTE_DEVICE void sched_start() const {
+      if constexpr (Traits::kPingPong) if (wg == 1) named_bar_arrive(kBarSchedWG0, 256);
+    }
+    CUTE_DEVICE void sched_finish() const {
+      if constexpr (Traits::kPingPong) if (wg == 0) named_bar_sync(kBarSchedWG0, 256);
+    }
+
+    // Runs the whole key loop of one tile with work (n_min < n_max). On return tOrO holds the
+    // unnormalised O of this thread's rows and softmax the row statistics.
+    template <class TensorO, class Softmax>
+    CUTE_DEVICE void mma(FwdParams const& p, SharedStorage& ss, Pipeline& pipe_k, Pipeline& pipe_v,
+                         WindowMask const& mask, TileRange const& r, int m_block,
+                         TensorO& tOrO, Softmax& softmax) {
+      TiledMmaQK mma_qk;
+      TiledMmaPV mma_pv;
+      auto thr_qk = mma_qk.get_thread_slice(tid);
+      auto thr_pv = mma_pv.get_thread_slice(tid);
+      Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
+      Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
+      Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Traits::SmemLayoutVt{});
+      Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // smem descriptors
+      Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, N, K, stages)
+      Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, Dv, N, stages)
+      Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+      Tensor tOrP = make_tensor<Element>(acc_as_operand_a(tSrS.layout()));
+      Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+      Tensor sRowCol = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
+      Tensor oRowCol = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
+
+      const bool softcap = p.softcap > 0.f;
+      const float scale_log2 = softcap ? p.softcap_log2 : p.scale_log2;
+      const int wg_row_begin = r.row_begin + wg * 64;
+      float corr[decltype(size<0>(sRowCol))::value];
+
+      // Softcap, then the mask only on the blocks that need it, then the online softmax.
+      auto scores_to_p = [&](int n) {
+        if (softcap) apply_softcap(tSrS, p.softcap_inv);
+        if (mask.template block_needs_mask<kBlockN>(n, wg_row_begin, wg_row_begin + 64)) {
+          mask.apply(tSrS, tScS, r.row_begin, n * kBlockN);
+        }
+        softmax.online(sRowCol, scale_log2, corr);
+      };
+      auto convert_p = [&]() {
+        Tensor rP = convert_fragment<Element>(tSrS);
+        CUTE_UNROLL
+        for (int i = 0; i < size(rP); ++i) tOrP(i) = rP(i);
+      };
+      auto release_q = [&]() {
+        if constexpr (!Traits::kOAliasQ) cutlass::arch::ClusterBarrier::arrive(&ss.bar.q_empty);
+      };
+
+      cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar.q_full, q_phase);
+      q_phase ^= 1;
+
+      if constexpr (Traits::kIntraWGOverlap) {
+        // Prologue: S(n_max-1) alone.
+        pipe_k.consumer_wait(state_k);
+        sched_wait();
+        wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, state_k.index()), tSrS, true);
+        sched_signal();
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tSrS);
+        pipe_k.consumer_release(state_k);
+        ++state_k;
+        scores_to_p(r.n_max - 1);
+        convert_p();
+        bool first_pv = true;
+        // Steady state: S(n) and O += P(n+1) V(n+1) in flight together.
+        for (int n = r.n_max - 2; n >= r.n_min; --n) {
+          pipe_k.consumer_wait(state_k);
+          sched_wait();
+          wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, state_k.index()), tSrS, true);
+          pipe_v.consumer_wait(state_v);
+          wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
+          first_pv = false;
+          sched_signal();
+          warpgroup_wait<1>();  // S(n) done; P V still running
+          warpgroup_fence_operand(tSrS);
+          pipe_k.consumer_release(state_k);
+          ++state_k;
+          scores_to_p(n);
+          warpgroup_wait<0>();  // P V done: O may be rescaled and P overwritten
+          warpgroup_fence_operand(tOrO);
+          warpgroup_fence_operand(tOrP);
+          pipe_v.consumer_release(state_v);
+          ++state_v;
+          softmax.rescale(oRowCol, corr);
+          convert_p();
+        }
+        release_q();
+        // Epilogue: the last O += P V alone.
+        pipe_v.consumer_wait(state_v);
+        sched_wait();
+        wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
+        sched_signal();
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        pipe_v.consumer_release(state_v);
+        ++state_v;
+      } else {
+        // Plain schedule: S, softmax, P V, one block at a time (the ablation baseline).
+        bool first_pv = true;
+        for (int n = r.n_max - 1; n >= r.n_min; --n) {
+          pipe_k.consumer_wait(state_k);
+          sched_wait();
+          wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, state_k.index()), tSrS, true);
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tSrS);
+          pipe_k.consumer_release(state_k);
+          ++state_k;
+          scores_to_p(n);
+          if (!first_pv) softmax.rescale(oRowCol, corr);
+          convert_p();
+          pipe_v.consumer_wait(state_v);
+          wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
+          sched_signal();
+          first_pv = false;
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
+          pipe_v.consumer_release(state_v);
+          ++state_v;
+        }
+        release_q();
+      }
+    }
+  };
+};
+
+}  // namespace flashcute::sm90

@@ -1,0 +1,99 @@
+// Online softmax for the sm90 schedule, and the WGMMA fragment views it works on.
+//
+// Why not common/softmax.cuh's OnlineSoftmax::update: it rescales O in the same call that
+// computes the new row max, but with intra-warpgroup overlap O is still being written by the
+// in-flight P V wgmma at that point. So the step is split: online() computes the new max, turns
+// the scores into P and returns the per-row correction; rescale() applies it to O once the
+// P V wgmma has been waited for. Semantics (log2 domain, -inf guards, LSE) match the common one.
+#pragma once
+
+#include <cmath>
+#include <cute/tensor.hpp>
+#include "common/utils.cuh"
+
+namespace flashcute::sm90 {
+
+using namespace cute;
+
+// A wgmma accumulator fragment ((2, 2, N/8), MMA_M, MMA_N) viewed as (rows, cols):
+// mode 0.1 (+8 rows) and MMA_M are rows; 0.0 (column pair), 0.2 (8-column groups), MMA_N cols.
+template <class Layout>
+CUTE_HOST_DEVICE auto acc_rowcol(Layout const& l) {
+  auto l0 = get<0>(l);
+  return make_layout(make_layout(get<1>(l0), get<1>(l)),
+                     make_layout(get<0>(l0), get<2>(l0), get<2>(l)));
+}
+
+// The same accumulator viewed as the register A operand of a following wgmma (k-steps of 16):
+// ((2, 2, N/8), M, 1) -> ((2, 2, 2), M, N/16). Two adjacent 8-column groups form one k-step.
+template <class Layout>
+CUTE_HOST_DEVICE auto acc_as_operand_a(Layout const& l) {
+  auto l0 = get<0>(l);
+  auto groups = logical_divide(get<2>(l0), Int<2>{});  // (2, N/16)
+  return make_layout(make_layout(get<0>(l0), get<1>(l0), get<0>(groups)), get<1>(l),
+                     make_layout(get<1>(groups), get<2>(l)));
+}
+
+template <int kRows>
+struct Sm90OnlineSoftmax {
+  float row_max[kRows];  // running max of raw scores; -inf while the row saw no visible key
+  float row_sum[kRows];  // this thread's partial sum of exp2 (the 4 lanes of a row reduce last)
+
+  CUTE_DEVICE Sm90OnlineSoftmax() {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.f;
+    }
+  }
+
+  // s: (rows, cols) view of the raw scores. On return s holds P = exp2(s*scale - max*scale) and
+  // corr[r] the factor by which O (and the old row sum, already applied) must be rescaled.
+  template <class TensorS>
+  CUTE_DEVICE void online(TensorS&& s, float scale_log2, float (&corr)[kRows]) {
+    static_assert(decltype(size<0>(s))::value == kRows);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float m = row_max[r];
+#pragma unroll
+      for (int c = 0; c < size<1>(s); ++c) m = fmaxf(m, s(r, c));
+      m = lane_group_allreduce<4>(m, MaxOp{});
+      // A row with every score masked so far keeps max -inf: offset 0 keeps exp2(-inf) = 0.
+      const float m_scaled = (m == -INFINITY) ? 0.f : m * scale_log2;
+      corr[r] = exp2f(row_max[r] * scale_log2 - m_scaled);
+      row_max[r] = m;
+      float sum = 0.f;
+#pragma unroll
+      for (int c = 0; c < size<1>(s); ++c) {
+        s(r, c) = exp2f(fmaf(s(r, c), scale_log2, -m_scaled));
+        sum += s(r, c);
+      }
+      row_sum[r] = row_sum[r] * corr[r] + sum;
+    }
+  }
+
+  template <class TensorO>
+  CUTE_DEVICE void rescale(TensorO&& o, float const (&corr)[kRows]) const {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int c = 0; c < size<1>(o); ++c) o(r, c) *= corr[r];
+  }
+
+  // Normalise O; lse[r] = natural-log LSE of the row; empty rows give O = 0, LSE = -inf.
+  template <class TensorO>
+  CUTE_DEVICE void finalize(TensorO&& o, float scale_log2, float (&lse)[kRows]) {
+    constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float sum = lane_group_allreduce<4>(row_sum[r], SumOp{});
+      const bool empty = !(sum > 0.f);
+      const float inv = empty ? 0.f : 1.f / sum;
+      lse[r] = empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * kLn2;
+#pragma unroll
+      for (int c = 0; c < size<1>(o); ++c) o(r, c) *= inv;
+    }
+  }
+};
+
+}  // namespace flashcute::sm90

@@ -1,0 +1,127 @@
+// Compile-time configuration of the sm90 forward kernel: tile shapes, the two WGMMA tiled MMAs,
+// shared-memory layouts and the shared-storage struct.
+//
+// Thread roles (384 threads, one CTA per SM):
+//   warpgroup 0       producer: warp 0 issues every TMA load; the others only idle at 24 regs.
+//   warpgroups 1, 2   consumers: each owns 64 of the kBlockM = 128 query rows and runs
+//                     S = Q K^T (WGMMA SS), the online softmax and O += P V (WGMMA RS).
+// Register budget: 24 (producer) * 128 + 240 (consumers) * 256 = 64,512 <= 65,536.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/atom/copy_atom.hpp>
+#include <cutlass/numeric_types.h>
+#include <cutlass/pipeline/pipeline.hpp>
+#include <cutlass/gemm/collective/builders/sm90_common.inl>
+#include <type_traits>
+
+namespace flashcute::sm90 {
+
+using namespace cute;
+
+template <class Element_, int kHeadDim_, int kHeadDimV_, int kBlockN_, int kStages_,
+          bool kOAliasQ_, bool kPingPong_ = true, bool kIntraWGOverlap_ = true>
+struct FwdTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kHeadDimV = kHeadDimV_;
+  static constexpr int kBlockM = 128;       // 2 consumer warpgroups x 64 rows (one wgmma M)
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;  // K/V ring depth; 2 already hides TMA latency
+                                            // because K runs one block ahead of V
+  // O is staged through smem for the TMA store. When Q + K + V + O would not fit in the 227 KB
+  // a CTA may hold (hdim 192/256), O reuses Q's buffer; Q is then released only after the store.
+  static constexpr bool kOAliasQ = kOAliasQ_;
+  static constexpr bool kPingPong = kPingPong_;            // ablation switch
+  static constexpr bool kIntraWGOverlap = kIntraWGOverlap_;  // ablation switch
+
+  static constexpr int kNumMmaWG = 2;
+  static constexpr int kNumMmaThreads = kNumMmaWG * 128;
+  static constexpr int kNumThreads = kNumMmaThreads + 128;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+
+  static_assert(kBlockN % 16 == 0, "P V consumes kBlockN in k-steps of 16");
+  static_assert(kHeadDim % 16 == 0 && kHeadDimV % 16 == 0);
+
+  // GEMM-I: S(128 x N) = Q(128 x d) K^T, both operands K-major in smem.
+  // GEMM-II: O(128 x dv) += P(128 x N) V(N x dv); P from registers, V^T is MN-major in smem.
+  using AtomLayout = Layout<Shape<Int<kNumMmaWG>, _1, _1>>;
+  using TiledMmaQK = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
+      AtomLayout{}));
+  using TiledMmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDimV>, Int<kBlockN>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      AtomLayout{}));
+
+  template <GMMA::Major kMajor, int kMN, int kK>
+  using SmemAtom = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
+                            kMajor, Element, Int<kMN>, Int<kK>>());
+
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtom<GMMA::Major::K, kBlockM, kHeadDim>{},
+                                             Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  using SmemLayoutK = decltype(tile_to_shape(SmemAtom<GMMA::Major::K, kBlockN, kHeadDim>{},
+                                             Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
+  // V^T (dv x N): the TMA reads V rows (contiguous in dv) straight into this MN-major layout.
+  using SmemLayoutVt = decltype(tile_to_shape(SmemAtom<GMMA::Major::MN, kHeadDimV, kBlockN>{},
+                                              Shape<Int<kHeadDimV>, Int<kBlockN>, Int<kStages>>{}));
+  // O: atoms ordered along dv first, so that rows [64*wg, 64*wg + 64) are one contiguous
+  // (64 x dv) layout that each consumer warpgroup stores on its own with TMA.
+  using SmemAtomO = SmemAtom<GMMA::Major::K, 64, kHeadDimV>;
+  using SmemLayoutO = decltype(tile_to_shape(SmemAtomO{}, Shape<Int<kBlockM>, Int<kHeadDimV>>{},
+                                             Step<_2, _1>{}));
+  using SmemLayoutOWG = decltype(tile_to_shape(SmemAtomO{}, Shape<_64, Int<kHeadDimV>>{},
+                                               Step<_2, _1>{}));
+
+  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
+  using PipelineState = typename cutlass::PipelineState<kStages>;
+
+  static constexpr int kQBytes = kBlockM * kHeadDim * int(sizeof(Element));
+  static constexpr int kKStageBytes = kBlockN * kHeadDim * int(sizeof(Element));
+  static constexpr int kVStageBytes = kBlockN * kHeadDimV * int(sizeof(Element));
+
+  struct BarrierStorage {
+    typename Pipeline::SharedStorage pipe_k;
+    typename Pipeline::SharedStorage pipe_v;
+    alignas(8) uint64_t q_full;   // transaction barrier: Q of the current tile landed
+    alignas(8) uint64_t q_empty;  // 256 consumer arrivals: Q's buffer (and O's, if aliased) is free
+  };
+  struct StorageSeparateO {
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutVt>> v;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutO>> o;
+    BarrierStorage bar;
+    CUTE_DEVICE Element* o_ptr() { return o.data(); }
+  };
+  struct StorageAliasO {
+    static_assert(cosize_v<SmemLayoutO> <= cosize_v<SmemLayoutQ>);
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutVt>> v;
+    BarrierStorage bar;
+    CUTE_DEVICE Element* o_ptr() { return q.data(); }
+  };
+  using SharedStorage = std::conditional_t<kOAliasQ, StorageAliasO, StorageSeparateO>;
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+  static_assert(kSmemBytes <= 232448, "over the 227 KB of shared memory a CTA may opt into");
+};
+
+// Named barrier ids (0 is __syncthreads). bar.sync/bar.arrive count threads, in whole warps.
+enum NamedBarrierId : int {
+  kBarSchedWG0 = 1,  // "consumer WG 0 may issue its GEMMs" (ping-pong)
+  kBarSchedWG1 = 2,  // "consumer WG 1 may issue its GEMMs"
+  kBarEpiWG0 = 4,    // per-warpgroup epilogue barriers (O smem written / free)
+  kBarEpiWG1 = 5,
+};
+
+CUTE_DEVICE void named_bar_sync(int id, int num_threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(num_threads) : "memory");
+}
+CUTE_DEVICE void named_bar_arrive(int id, int num_threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(num_threads) : "memory");
+}
+
+}  // namespace flashcute::sm90

@@ -1,0 +1,78 @@
+"""CPU: the compiled core depends on no torch, Python or CUDA runtime library (DESIGN principle
+1), and a built wheel is tagged py3-none-linux_x86_64. The ELF dynamic section is parsed here in
+pure Python (no readelf needed)."""
+import glob
+import pathlib
+import struct
+import zipfile
+
+import pytest
+
+from flashcute import _lib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DT_NEEDED, DT_STRTAB = 1, 5
+PT_DYNAMIC, PT_LOAD = 2, 1
+
+
+def elf_needed(path):
+    data = pathlib.Path(path).read_bytes()
+    assert data[:4] == b"\x7fELF", f"{path} is not an ELF file"
+    assert data[4] == 2 and data[5] == 1, "expected a 64-bit little-endian ELF"
+    e_phoff, = struct.unpack_from("<Q", data, 0x20)
+    e_phentsize, e_phnum = struct.unpack_from("<HH", data, 0x36)
+    loads, dyn = [], None
+    for i in range(e_phnum):
+        p_type, _, p_offset, p_vaddr, _, p_filesz, _, _ = struct.unpack_from("<IIQQQQQQ", data, e_phoff + i * e_phentsize)
+        if p_type == PT_LOAD:
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == PT_DYNAMIC:
+            dyn = (p_offset, p_filesz)
+    assert dyn is not None, "no dynamic section"
+    entries, strtab = [], None
+    for off in range(dyn[0], dyn[0] + dyn[1], 16):
+        tag, val = struct.unpack_from("<qQ", data, off)
+        if tag == 0:
+            break
+        if tag == DT_NEEDED:
+            entries.append(val)
+        elif tag == DT_STRTAB:
+            strtab = val
+    # DT_STRTAB holds a virtual address: map it to a file offset through the PT_LOAD segments
+    base = next(off + (strtab - va) for va, off, sz in loads if va <= strtab < va + sz)
+
+    def cstr(o):
+        end = data.index(b"\0", base + o)
+        return data[base + o:end].decode()
+
+    return [cstr(v) for v in entries]
+
+
+def test_library_needs_no_torch_python_cudart():
+    needed = elf_needed(_lib.LIBRARY_PATH)
+    bad = [n for n in needed if any(s in n for s in ("torch", "c10", "python", "cudart", "libcuda.so"))]
+    assert not bad, f"{_lib.LIBRARY_PATH} needs {bad} (all NEEDED: {needed})"
+
+
+def test_elf_parser_agrees_with_readelf():
+    import shutil
+    import subprocess
+
+    if shutil.which("readelf") is None:
+        pytest.skip("readelf not found")
+    outp = subprocess.run(["readelf", "-d", str(_lib.LIBRARY_PATH)], capture_output=True, text=True).stdout
+    want = [line.split("[")[1].split("]")[0] for line in outp.splitlines() if "(NEEDED)" in line]
+    assert elf_needed(_lib.LIBRARY_PATH) == want
+
+
+def test_wheel_tag():
+    wheels = sorted(glob.glob(str(ROOT / "dist" / "flashcute-*.whl")))
+    if not wheels:
+        pytest.skip("no wheel in dist/ (build one with `pip wheel . -w dist`)")
+    for w in wheels:
+        assert pathlib.Path(w).name.endswith("-py3-none-linux_x86_64.whl"), w
+        with zipfile.ZipFile(w) as z:
+            names = z.namelist()
+            assert "flashcute/libflashcute.so" in names and "flashcute/_lib.py" in names, names
+            meta = next(n for n in names if n.endswith(".dist-info/WHEEL"))
+            assert "Tag: py3-none-linux_x86_64" in z.read(meta).decode()
