@@ -11,7 +11,7 @@ tag=$(echo "${hdims}_${archs}" | tr ';' '-')
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
 rm -rf .carry && mkdir -p .carry
 start=$(date +%s)
-python3 -m pip wheel . --no-deps --no-build-isolation -w .carry \
+python3 -m pip wheel . -v --no-deps --no-build-isolation -w .carry \
   -C build-dir="build/carry-${tag}" \
   -C cmake.define.FLASHCUTE_HDIMS="${hdims}" \
   -C cmake.define.FLASHCUTE_CUDA_ARCHS="${archs}" \

@@ -43,6 +43,15 @@ if [ "$mode" != bench ]; then
     tail -15 "$OUT/pytest-$b.txt"
     sel=(-m gpu)
   done
+fi
+if [ "$mode" != tests ]; then
+  stamp "benchmark ${bench_args[*]}"
+  timeout "${BENCH_TIMEOUT:-240}" python3 benchmarks/bench_attention.py "${bench_args[@]}" --json "$OUT/bench.json" --plot "$OUT/bench.png" \
+    > "$OUT/bench.txt" 2>&1
+  echo "bench rc=$?" >> "$OUT/bench.txt"
+  tail -60 "$OUT/bench.txt"
+fi
+if [ "$mode" != bench ]; then
   if [ -z "${nosan:-}" ]; then
     for tool in memcheck racecheck synccheck; do
       stamp "compute-sanitizer $tool"
@@ -52,12 +61,5 @@ if [ "$mode" != bench ]; then
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize.txt" | tail -1
     done
   fi
-fi
-if [ "$mode" != tests ]; then
-  stamp "benchmark ${bench_args[*]}"
-  timeout "${BENCH_TIMEOUT:-240}" python3 benchmarks/bench_attention.py "${bench_args[@]}" --json "$OUT/bench.json" --plot "$OUT/bench.png" \
-    > "$OUT/bench.txt" 2>&1
-  echo "bench rc=$?" >> "$OUT/bench.txt"
-  tail -60 "$OUT/bench.txt"
 fi
 stamp "done"
