@@ -9,13 +9,16 @@ hdims="${1:-64;96;128;192;256}"
 archs="${2:-90a;80}"
 tag=$(echo "${hdims}_${archs}" | tr ';' '-')
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
-rm -rf .carry && mkdir -p .carry
+# The wheel is built aside and moved in at the end, and .carry/ablation (scripts/build_ablation.sh)
+# is left alone, so a device call may carry .carry while this runs.
+mkdir -p .carry build && rm -rf build/wheel-tmp
 start=$(date +%s)
-python3 -m pip wheel . -v --no-deps --no-build-isolation -w .carry \
+python3 -m pip wheel . -v --no-deps --no-build-isolation -w build/wheel-tmp \
   -C build-dir="build/carry-${tag}" \
   -C cmake.define.FLASHCUTE_HDIMS="${hdims}" \
   -C cmake.define.FLASHCUTE_CUDA_ARCHS="${archs}" \
   -C build.verbose=true > "build/carry-${tag}.log" 2>&1 || { tail -50 "build/carry-${tag}.log"; exit 1; }
+rm -f .carry/*.whl && mv build/wheel-tmp/*.whl .carry/
 echo "built in $(( $(date +%s) - start )) s: $(ls -s --block-size=K .carry/*.whl)"
 # Keep the ptxas report (registers, spills) next to the wheel: it travels to the GPU machine.
 grep -E "ptxas info *: (Compiling|Function properties|Used)|spill" "build/carry-${tag}.log" > .carry/ptxas.txt || true

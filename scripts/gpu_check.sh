@@ -26,7 +26,8 @@ stamp "install"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv >> "$log" 2>&1
 python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/flashcute-*.whl >> "$log" 2>&1 \
   || { stamp "wheel install failed"; exit 1; }
-python3 -c "import flashcute, json; print(json.dumps(flashcute.build_info()))" >> "$log" 2>&1
+python3 -X faulthandler -c "import flashcute, json; print(json.dumps(flashcute.build_info()))" >> "$log" 2>&1 \
+  || { echo "import flashcute (before torch) failed, rc=$?" >> "$log"; tail -30 "$log"; }
 [ -f .carry/ptxas.txt ] && grep -c "bytes spill" .carry/ptxas.txt >/dev/null && \
   { echo "ptxas spill lines with nonzero spills:"; grep -E "[1-9][0-9]* bytes spill" .carry/ptxas.txt; } >> "$log"
 
@@ -38,7 +39,7 @@ if [ "$mode" != bench ]; then
   for b in ${FLASHCUTE_TEST_BACKENDS:-sm80 sm90}; do
     stamp "pytest backend=$b ${sel[*]}"
     FLASHCUTE_TEST_BACKENDS=$b timeout "${PYTEST_TIMEOUT:-200}" python3 -m pytest tests "${sel[@]}" -q -rs \
-      -p no:cacheprovider --maxfail=40 --junitxml="$OUT/pytest-$b.xml" > "$OUT/pytest-$b.txt" 2>&1
+      -p no:cacheprovider --maxfail=40 > "$OUT/pytest-$b.txt" 2>&1
     echo "pytest backend=$b rc=$?" >> "$OUT/pytest-$b.txt"
     tail -15 "$OUT/pytest-$b.txt"
     sel=(-m gpu)
@@ -50,7 +51,28 @@ if [ "$mode" != tests ]; then
     > "$OUT/bench.txt" 2>&1
   echo "bench rc=$?" >> "$OUT/bench.txt"
   tail -60 "$OUT/bench.txt"
+  cat "$OUT/bench.txt" >> "$log" && rm "$OUT/bench.txt"  # (at most 8 files come back from $OUT)
+  if [ -d .carry/ablation ]; then  # scripts/build_ablation.sh
+    stamp "sm90 ablation"
+    timeout "${ABLATION_TIMEOUT:-120}" python3 benchmarks/bench_ablation.py --json "$OUT/ablation.json" \
+      > "$OUT/ablation.txt" 2>&1
+    echo "ablation rc=$?" >> "$OUT/ablation.txt"
+    tail -40 "$OUT/ablation.txt"
+    cat "$OUT/ablation.txt" >> "$log" && rm "$OUT/ablation.txt"
+  fi
 fi
+# NCU_CASES="128:1024:causal 128:1024:full": profile one launch of each (hdim:seqlen:causal|full).
+for c in ${NCU_CASES:-}; do
+  IFS=: read -r d s m <<< "$c"
+  stamp "ncu $c"
+  timeout "${NCU_TIMEOUT:-90}" ncu --clock-control none --kernel-name regex:fwd_kernel --launch-skip 2 \
+    --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+    --section MemoryWorkloadAnalysis --section Occupancy python3 scripts/profile_case.py --hdim "$d" \
+    --seqlen "$s" $([ "$m" = causal ] && echo --causal) --backend "${NCU_BACKEND:-sm90}" \
+    > "$OUT/ncu_one.txt" 2>&1
+  echo "ncu $c rc=$?" >> "$OUT/ncu_one.txt"
+  { echo "===== ncu $c"; cat "$OUT/ncu_one.txt"; } >> "$OUT/ncu.txt" && rm "$OUT/ncu_one.txt"
+done
 if [ "$mode" != bench ]; then
   if [ -z "${nosan:-}" ]; then
     for tool in memcheck racecheck synccheck; do

@@ -76,3 +76,48 @@ def test_wheel_tag():
             assert "flashcute/libflashcute.so" in names and "flashcute/_lib.py" in names, names
             meta = next(n for n in names if n.endswith(".dist-info/WHEEL"))
             assert "Tag: py3-none-linux_x86_64" in z.read(meta).decode()
+
+
+def elf_exported_symbols(path):
+    """Names of the defined global/weak symbols in .dynsym (what a loader can bind to)."""
+    data = pathlib.Path(path).read_bytes()
+    e_shoff, = struct.unpack_from("<Q", data, 0x28)
+    e_shentsize, e_shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
+    names = []
+    for _, sh_type, _, _, off, size, link, _, _, entsize in sections:
+        if sh_type != 11:  # SHT_DYNSYM
+            continue
+        str_off = sections[link][4]
+        for s in range(off + entsize, off + size, entsize):  # entry 0 is the null symbol
+            st_name, st_info, _, st_shndx = struct.unpack_from("<IBBH", data, s)
+            if st_shndx == 0 or (st_info >> 4) not in (1, 2):  # undefined, or local
+                continue
+            end = data.index(b"\0", str_off + st_name)
+            names.append(data[str_off + st_name:end].decode())
+    return names
+
+
+def test_library_exports_only_the_c_abi():
+    # The static libstdc++/cudart inside must stay private (-Wl,--exclude-libs,ALL): exported
+    # copies could be bound by, or bind to, another C++ runtime in the same process.
+    names = elf_exported_symbols(_lib.LIBRARY_PATH)
+    assert "flashcute_fwd" in names and "flashcute_last_error" in names
+    foreign = sorted(n for n in names if not n.startswith("flashcute_"))
+    assert not foreign, f"{len(foreign)} non-ABI symbols exported, e.g. {foreign[:5]}"
+
+
+def test_installed_wheel_tag():
+    # `pip install .` builds a wheel and keeps its WHEEL file in the installed dist-info: the tag
+    # that was installed is py3-none (one wheel for every Python and torch).
+    import importlib.metadata as md
+
+    try:
+        dist = md.distribution("flashcute")
+    except md.PackageNotFoundError:
+        pytest.skip("flashcute is not installed (running from a source tree via FLASHCUTE_LIBRARY)")
+    wheel = dist.read_text("WHEEL")
+    if wheel is None:
+        pytest.skip("installed without a WHEEL file (not from a wheel)")
+    tags = [line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:")]
+    assert tags == ["py3-none-linux_x86_64"], tags

@@ -64,6 +64,35 @@ struct WindowMask {
       }
     }
   }
+
+  // The same on a (rows, cols) view of the scores and coordinates: the row's visible key range
+  // [lo, hi) is computed once per row and each element is a branch-free select. The coordinates
+  // enter only as this thread's base plus the layout's compile-time offsets, and each element is
+  // compared against a per-row limit relative to that base: every comparison is then against an
+  // immediate, so no per-element coordinate is ever materialised in a register (hoisting those
+  // out of the key loop is what made the mma.sync kernels spill).
+  template <class TensorS, class TensorC>
+  __device__ __forceinline__ void apply_rowcol(TensorS&& scores, TensorC const& coords, int row0,
+                                               int col0) const {
+    static_assert(decltype(cute::rank(scores))::value == 2);
+    const auto base = coords(0, 0);
+    const auto offsets = coords.layout();  // (r, c) -> static (row, col) offset from base
+    const int row_base = row0 + int(cute::get<0>(base)) + diag_offset;
+    const int col_base = col0 + int(cute::get<1>(base));
+#pragma unroll
+    for (int r = 0; r < cute::size<0>(scores); ++r) {
+      const int row = row_base + int(cute::get<0>(offsets(r, 0)));
+      int hi = seqlen_k;  // exclusive
+      if (window_right >= 0) hi = min(hi, row + window_right + 1);
+      const int lo = window_left >= 0 ? row - window_left : -(1 << 30);
+      const int hi_rel = hi - col_base, lo_rel = lo - col_base;
+#pragma unroll
+      for (int c = 0; c < cute::size<1>(scores); ++c) {
+        const int col = int(cute::get<1>(offsets(r, c)));
+        scores(r, c) = (col >= lo_rel && col < hi_rel) ? scores(r, c) : -INFINITY;
+      }
+    }
+  }
 };
 
 // Logit soft-capping: s <- tanh(s * softcap_inv). The factor softcap * log2(e) is then folded

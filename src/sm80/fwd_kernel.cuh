@@ -19,6 +19,10 @@
 #include "sm80/fwd_mainloop.cuh"
 #include "sm80/fwd_traits.cuh"
 
+#ifndef FLASHCUTE_SM80_FA2_ORDER
+#define FLASHCUTE_SM80_FA2_ORDER 1  // A/B switch: 0 issues K(n-1) after the softmax (4% slower at d=128)
+#endif
+
 namespace flashcute::sm80 {
 
 using namespace cute;
@@ -29,6 +33,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kHeadDim = Traits::kHeadDim;
+  constexpr bool kLoadKBeforeSoftmax = FLASHCUTE_SM80_FA2_ORDER;
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;
   using TileS = Shape<Int<kBlockM>, Int<kBlockN>>;
@@ -147,21 +152,33 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
       if (use_softcap) apply_softcap(s, p.softcap_inv);
       // Only blocks crossing a window edge or the end of the keys take the masked path. (One
       // loop body with a uniform branch: two specialised bodies raised register spills.)
-      if (mask.block_needs_mask<kBlockN>(n, row_begin, row_end)) mask.apply(s, tScS, row_begin, n * kBlockN);
+      if (mask.block_needs_mask<kBlockN>(n, row_begin, row_end)) mask.apply_rowcol(s, tScS, row_begin, n * kBlockN);
 
+      if constexpr (kLoadKBeforeSoftmax) {
+        // FA2's order: K(n-1) is requested before the softmax, so its load overlaps the softmax
+        // and the P V GEMM (not the P V GEMM alone).
+        cp_async_wait<0>();  // V(n) has landed ...
+        __syncthreads();     // ... for every thread, and everyone is done reading K(n)
+        if (n > n_min) {
+          load_k_full(n - 1);  // only the last block can be partial, and it is loaded first
+          cp_async_fence();
+        }
+      }
       // online softmax: S -> P, O rescaled once
       softmax.update(s, rowcol_view(acc_o), scale_log2);
-
-      cp_async_wait<0>();  // V(n) has landed ...
-      __syncthreads();     // ... for every thread, and everyone is done reading K(n)
-      if (n > n_min) {
-        load_k_full(n - 1);  // only the last block can be partial, and it is loaded first
-        cp_async_fence();
+      // P to 16 bits right away: the fp32 scores die here.
+      Tensor rP = convert_fragment<Element>(acc_s);
+      Tensor tOrP = make_tensor(rP.data(), acc_as_a_layout(rP.layout()));
+      if constexpr (!kLoadKBeforeSoftmax) {
+        cp_async_wait<0>();  // V(n) has landed ...
+        __syncthreads();     // ... for every thread, and everyone is done reading K(n)
+        if (n > n_min) {
+          load_k_full(n - 1);
+          cp_async_fence();
+        }
       }
 
       // O += P V(n), P straight from registers
-      Tensor rP = convert_fragment<Element>(acc_s);
-      Tensor tOrP = make_tensor(rP.data(), acc_as_a_layout(rP.layout()));
       gemm_rs(tiled_mma, acc_o, tOrP, tOrVt, tOsVt, tOrVt_view, smem_tiled_copy_v);
     }
   }

@@ -15,14 +15,16 @@ namespace sm80 {
 // Tiles per head dim (BlockM x BlockN, warps, CTAs/SM promised to ptxas). O and S live in
 // registers (kBlockM*D/threads + kBlockM*BN/threads fp32 per thread); smem =
 // (BlockM + 2*BlockN) * D * 2 bytes <= 99 KB so that one build runs on every sm8x GPU.
-//   d=64 : 128 x 64, 4 warps, 3 CTAs/SM (32 KB; the 168-register cap buys 12 warps/SM to hide
-//          the softmax: measured +14% over 128x128 and over 2 CTAs/SM on the H200)
+//   d=64 : 64 x 128, 4 warps, 3 CTAs/SM (40 KB; 16 rows per warp keep O at 32 and S at 64
+//          fp32 regs, so the 168-register cap buys 12 warps/SM to hide the softmax. Measured on
+//          the H200 (benchmarks/RESULTS.md): +4-7% over 128 x 64 at 3 CTAs/SM, which spills;
+//          128 x 128 (FA2's tile) spills at 255 registers and runs 20% slower)
 //   d=96 : 128 x 64, 4 warps  (48 KB)
 //   d=128: 128 x 64, 4 warps  (64 KB; O 128 + S 64 fp32 regs per thread)
 //   d=192: 128 x 64, 8 warps  (96 KB; 16 rows/warp keeps O at 96 regs)
 //   d=256: 64 x 64,  4 warps  (96 KB; 128 x 64 would need 128 KB of smem)
 template <int D> struct TileConfig;
-template <> struct TileConfig<64>  { static constexpr int kM = 128, kN = 64, kWarps = 4, kMinBlocks = 3; };
+template <> struct TileConfig<64>  { static constexpr int kM = 64,  kN = 128, kWarps = 4, kMinBlocks = 3; };
 template <> struct TileConfig<96>  { static constexpr int kM = 128, kN = 64, kWarps = 4, kMinBlocks = 1; };
 template <> struct TileConfig<128> { static constexpr int kM = 128, kN = 64, kWarps = 4, kMinBlocks = 1; };
 template <> struct TileConfig<192> { static constexpr int kM = 128, kN = 64, kWarps = 8, kMinBlocks = 1; };

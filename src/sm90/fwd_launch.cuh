@@ -2,6 +2,11 @@
 // the persistent launch.
 #pragma once
 
+// Before any CuTe header: the n80/n112 WGMMA shapes (see sm90/fwd_traits.cuh).
+#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#endif
+
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <type_traits>

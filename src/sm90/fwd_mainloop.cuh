@@ -193,6 +193,7 @@ struct Mainloop {
       Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
       Tensor tOrP = make_tensor<Element>(acc_as_operand_a(tSrS.layout()));
       Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+      Tensor cRowCol = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));  // (row, col) of each score
       Tensor sRowCol = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
       Tensor oRowCol = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
 
@@ -205,7 +206,7 @@ struct Mainloop {
       auto scores_to_p = [&](int n) {
         if (softcap) apply_softcap(tSrS, p.softcap_inv);
         if (mask.template block_needs_mask<kBlockN>(n, wg_row_begin, wg_row_begin + 64)) {
-          mask.apply(tSrS, tScS, r.row_begin, n * kBlockN);
+          mask.apply_rowcol(sRowCol, cRowCol, r.row_begin, n * kBlockN);
         }
         softmax.online(sRowCol, scale_log2, corr);
       };

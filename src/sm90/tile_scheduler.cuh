@@ -35,8 +35,18 @@ struct StaticTileScheduler {
     c.h = bh % num_heads;
     return c;
   }
-  CUTE_DEVICE int first() const { return blockIdx.x; }
-  CUTE_DEVICE int next(int t) const { return t + gridDim.x; }
+  // Tile of CTA c in round k. Equal-cost tiles: k * G + c. Longest-first: the rounds snake
+  // (c, then G - 1 - c, ...), so the CTA that took the heaviest tile of one round takes the
+  // lightest of the next; with plain striding CTA 0 gets the heaviest tile of every round
+  // (d=128 causal 4k ran at 0.78x the non-causal rate with it; see benchmarks/RESULTS.md).
+  // Grouping heads into L2-sized sections (all query blocks of a few heads together, so their
+  // K/V stay in L2) was measured too and lost 8-10 % at causal 4k/16k: it breaks this balance.
+  CUTE_DEVICE int at_round(int k) const {
+    const int g = gridDim.x, c = blockIdx.x;
+    return k * g + ((longest_first && (k & 1)) ? g - 1 - c : c);
+  }
+  CUTE_DEVICE int first() const { return at_round(0); }
+  CUTE_DEVICE int next(int t) const { return at_round(t / int(gridDim.x) + 1); }
 };
 
 }  // namespace flashcute::sm90

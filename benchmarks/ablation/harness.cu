@@ -1,0 +1,59 @@
+// Variant harness (benchmarks/bench_ablation.py): one kernel instantiation per .so, built by
+// scripts/build_ablation.sh with compile-time switches (-DFLASHCUTE_SM90_PINGPONG=0, ...) so that
+// variants of one kernel family (FAMILY=80 or 90) are timed side by side in one process.
+// An extern "C" entry that fills FwdParams (dense layout) and calls run_fwd_sm<FAMILY>.
+#include <cmath>
+#if FAMILY == 80
+#include "sm80/fwd_launch.cuh"
+#define FC_RUN run_fwd_sm80
+#else
+#include "sm90/fwd_launch.cuh"
+#define FC_RUN run_fwd_sm90
+#endif
+
+namespace flashcute {
+#if FAMILY == 80 && defined(TILE_M)
+// An sm80 tile configuration other than TileConfig<HD>'s: -DTILE_M=.. -DTILE_N=.. -DTILE_WARPS=..
+// -DTILE_MINBLOCKS=.. (tile-size experiments without touching the library's table).
+template <>
+int run_fwd_sm80<1, HD, HDV>(const FwdParams& p) {
+  return sm80::launch_fwd<cutlass::bfloat16_t, HD, TILE_M, TILE_N, TILE_WARPS, TILE_MINBLOCKS>(p);
+}
+#elif FAMILY == 90 && defined(TILE_N)
+// An sm90 tile configuration other than TileConfig<HD, HDV>'s: -DTILE_N=.. -DTILE_STAGES=..
+// -DTILE_ALIAS=0|1 (O staged in Q's buffer).
+template <>
+int run_fwd_sm90<1, HD, HDV>(const FwdParams& p) {
+  using Traits = sm90::FwdTraits<cutlass::bfloat16_t, HD, HDV, TILE_N, TILE_STAGES, bool(TILE_ALIAS),
+                                 bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP)>;
+  return sm90::launch_fwd<Traits>(p);
+}
+#else
+template int FC_RUN<1, HD, HDV>(const FwdParams&);  // bf16 (what the benchmark times)
+#endif
+}
+
+extern "C" __attribute__((visibility("default"))) int fc_fwd(int dtype, const void* q, const void* k, const void* v, void* out, float* lse,
+                           const long long* strides /* 14: q b,r,h  k b,r,h  v b,r,h  o b,r,h  lse b,h */,
+                           int batch, int sq, int sk, int hq, int hk, float scale, int wl, int wr,
+                           int top_left, float softcap, const int* cu_q, const int* cu_k,
+                           const int* seqused_k, long long total_q, long long total_k, int num_sms,
+                           void* stream) {
+  flashcute::FwdParams p{};
+  p.q = q; p.k = k; p.v = v; p.out = out; p.lse = lse;
+  p.q_batch_stride = strides[0]; p.q_row_stride = strides[1]; p.q_head_stride = strides[2];
+  p.k_batch_stride = strides[3]; p.k_row_stride = strides[4]; p.k_head_stride = strides[5];
+  p.v_batch_stride = strides[6]; p.v_row_stride = strides[7]; p.v_head_stride = strides[8];
+  p.o_batch_stride = strides[9]; p.o_row_stride = strides[10]; p.o_head_stride = strides[11];
+  p.lse_batch_stride = strides[12]; p.lse_head_stride = strides[13];
+  p.batch = batch; p.seqlen_q = sq; p.seqlen_k = sk; p.heads_q = hq; p.heads_k = hk;
+  p.head_group = hq / hk; p.head_dim = HD; p.head_dim_v = HDV; p.dtype = dtype; p.out_dtype = dtype;
+  p.softmax_scale = scale; p.scale_log2 = scale * 1.4426950408889634f;
+  p.softcap = softcap;
+  if (softcap > 0) { p.softcap_inv = scale / softcap; p.softcap_log2 = softcap * 1.4426950408889634f; }
+  p.window_left = wl; p.window_right = wr; p.is_causal = (wr == 0); p.align_top_left = top_left;
+  p.cu_seqlens_q = cu_q; p.cu_seqlens_k = cu_k; p.seqused_k = seqused_k;
+  p.total_q = total_q; p.total_k = total_k;
+  p.num_sms = num_sms; p.stream = stream;
+  return dtype == 1 ? flashcute::FC_RUN<1, HD, HDV>(p) : 1 /* cudaErrorInvalidValue: bf16 only */;
+}

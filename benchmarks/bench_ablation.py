@@ -1,0 +1,110 @@
+"""Kernel variants side by side: the sm90 ablation (the same kernel with ping-pong and with
+intra-warpgroup overlap switched off at compile time) and any A/B variants of either family, built
+by scripts/build_ablation.sh into .carry/ablation/sm<FAMILY>_hd<D>_<name>.so, timed in one
+process with cuDNN (and torch's FA2 for the sm80 family). Each variant's output is first checked
+against cuDNN's (a variant that computes something else would measure nothing).
+
+    python benchmarks/bench_ablation.py [--dir .carry/ablation] [--seqlens 1024,4096,16384] [--json out.json]
+"""
+import argparse
+import ctypes
+import glob
+import json
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.testing import do_bench
+
+DTYPES = {torch.float16: 0, torch.bfloat16: 1}
+
+
+def load(path):
+    f = ctypes.CDLL(path).fc_fwd
+    f.restype = ctypes.c_int
+    f.argtypes = ([ctypes.c_int] + [ctypes.c_void_p] * 5 + [ctypes.POINTER(ctypes.c_longlong)] + [ctypes.c_int] * 5
+                  + [ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float]
+                  + [ctypes.c_void_p] * 3 + [ctypes.c_longlong] * 2 + [ctypes.c_int, ctypes.c_void_p])
+    return f
+
+
+def launcher(f, q, k, v, out, lse, causal, num_sms):
+    """A closure that runs the dense forward (b, s, h, d) of one ablation library."""
+    st = [q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+          v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1), out.stride(2),
+          lse.stride(0), lse.stride(1)]
+    strides = (ctypes.c_longlong * 14)(*st)
+    b, s, h, d = q.shape
+    args = (DTYPES[q.dtype], q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), strides,
+            b, s, k.shape[1], h, k.shape[2], 1.0 / math.sqrt(d), -1, 0 if causal else -1, 0, 0.0,
+            None, None, None, 0, 0, num_sms)
+
+    def run():
+        rc = f(*args, torch.cuda.current_stream().cuda_stream)
+        if rc != 0:
+            raise RuntimeError(f"ablation kernel returned cudaError {rc}")
+    return run
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default=".carry/ablation")
+    ap.add_argument("--seqlens", default="1024,4096,16384")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    libs = sorted(glob.glob(os.path.join(a.dir, "sm*_hd*_*.so")))
+    if not libs:
+        raise SystemExit(f"no variant libraries in {a.dir} (scripts/build_ablation.sh builds them)")
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    groups = {}  # (family, hdim) -> {variant name: entry}
+    for path in libs:
+        fam, hd, name = os.path.basename(path)[:-3].split("_", 2)
+        groups.setdefault((fam, int(hd[2:])), {})[name] = load(path)
+    rows = []
+    for (fam, d), variants in sorted(groups.items()):
+        for causal in (False, True):
+            for s in (int(x) for x in a.seqlens.split(",")):
+                b, h = 16384 // s, 2048 // d
+                torch.manual_seed(s)
+                q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+                flops = 4 * b * h * s * s * d / (2 if causal else 1)
+                qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+                row = dict(family=fam, hdim=d, seqlen=s, causal=causal)
+                baselines = [("cudnn", SDPBackend.CUDNN_ATTENTION)]
+                if fam == "sm80":
+                    baselines.append(("fa2", SDPBackend.FLASH_ATTENTION))
+                for bname, backend in baselines:
+                    with sdpa_kernel(backend):
+                        if bname == "cudnn":
+                            ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
+                        ms = do_bench(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal),
+                                      warmup=25, rep=100)
+                    row[bname] = round(flops / ms / 1e9, 1)
+                for name, f in variants.items():
+                    out = torch.full_like(q, math.nan)
+                    lse = torch.full((b, h, s), math.nan, device="cuda", dtype=torch.float32)
+                    run = launcher(f, q, k, v, out, lse, causal, num_sms)
+                    run()
+                    err = (out.float() - ref.float()).abs().max().item()
+                    if not err < 2e-2:  # also catches NaN (an unwritten element)
+                        raise SystemExit(f"{fam} {name}: max |out - cuDNN| = {err} at seqlen {s} causal {causal}")
+                    row[name] = round(flops / do_bench(run, warmup=25, rep=100) / 1e9, 1)
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    for (fam, d), variants in sorted(groups.items()):
+        names = list(variants) + ["cudnn"] + (["fa2"] if fam == "sm80" else [])
+        print(f"\n{fam}, hdim {d}, bf16, TFLOP/s\n| causal | seqlen | " + " | ".join(names) + " |")
+        print("|---|---|" + "---|" * len(names))
+        for r in rows:
+            if r["family"] == fam and r["hdim"] == d:
+                print(f"| {'yes' if r['causal'] else 'no'} | {r['seqlen']} | "
+                      + " | ".join(f"{r[n]:.1f}" for n in names) + " |")
+    if a.json:
+        with open(a.json, "w") as fo:
+            json.dump(dict(gpu=torch.cuda.get_device_name(), rows=rows), fo, indent=1)
+
+
+if __name__ == "__main__":
+    main()

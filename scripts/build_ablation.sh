@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build kernel variants (bf16, one head dim) into .carry/ablation/ for benchmarks/bench_ablation.py
+# on the GPU machine, which times them side by side (with cuDNN, and torch's FA2 for sm80).
+#   scripts/build_ablation.sh                       # the sm90 ablation: full, no ping-pong, no intra-WG overlap (hdim 128)
+#   scripts/build_ablation.sh 80 128 base: fa2order:-DFLASHCUTE_SM80_FA2_ORDER=1
+#                                                   # FAMILY HDIM NAME:FLAGS... (flags comma-separated)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+family="${1:-90}"; hd="${2:-128}"; shift $(( $# >= 2 ? 2 : $# ))
+specs=("$@")
+if [ ${#specs[@]} -eq 0 ]; then
+  specs=(full: no_pingpong:-DFLASHCUTE_SM90_PINGPONG=0 no_intrawg_overlap:-DFLASHCUTE_SM90_INTRAWG_OVERLAP=0)
+fi
+arch=$([ "$family" = 80 ] && echo "-gencode=arch=compute_90a,code=sm_90a" || echo "-gencode=arch=compute_90a,code=sm_90a")
+cut=$(python3 -c "import cutlass_library; print(cutlass_library.source_path)")
+mkdir -p .carry/ablation
+build() {  # name:flag1,flag2
+  local name=${1%%:*} flags=${1#*:}
+  IFS=, read -r -a extra <<< "$flags"
+  nvcc -std=c++17 --expt-relaxed-constexpr --use_fast_math -O3 $arch -Xptxas -v \
+    -Isrc -Iinclude -I"$cut/include" -I"$cut/tools/util/include" -DFAMILY="$family" -DHD="$hd" -DHDV="$hd" \
+    -DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED -shared -Xcompiler -fPIC -Xcompiler -fvisibility=hidden \
+    -Xlinker --exclude-libs,ALL "${extra[@]}" benchmarks/ablation/harness.cu \
+    -o ".carry/ablation/sm${family}_hd${hd}_${name}.so" 2>&1 | grep -E "spill|Used" | sed "s/^/[$name] /"
+}
+# Two compile jobs at a time (the 2-core build machine).
+i=0
+for s in "${specs[@]}"; do
+  build "$s" & i=$((i + 1))
+  if [ $((i % 2)) -eq 0 ]; then wait; fi
+done
+wait
+ls -l .carry/ablation

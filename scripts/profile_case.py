@@ -1,0 +1,30 @@
+"""One forward case in the benchmark's convention (batch*seqlen = 16k, heads*hdim = 2048), run a few
+times, for a profiler to look at (scripts/gpu_check.sh runs it under ncu when NCU_CASES is set):
+    ncu --clock-control none --kernel-name regex:fwd_kernel --launch-skip 2 --launch-count 1 \\
+        python3 scripts/profile_case.py --hdim 128 --seqlen 1024 --causal --backend sm90
+"""
+import argparse
+
+import torch
+
+import flashcute
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hdim", type=int, default=128)
+    ap.add_argument("--seqlen", type=int, default=1024)
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--backend", default="sm90")
+    ap.add_argument("--runs", type=int, default=4)
+    a = ap.parse_args()
+    b, h = 16384 // a.seqlen, 2048 // a.hdim
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(b, a.seqlen, h, a.hdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    for _ in range(a.runs):
+        flashcute.flash_attn_func(q, k, v, causal=a.causal, backend=a.backend)
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
