@@ -26,7 +26,7 @@ template <>
 int run_fwd_sm90<1, HD, HDV>(const FwdParams& p) {
   using Traits = sm90::FwdTraits<cutlass::bfloat16_t, HD, HDV, TILE_N, TILE_STAGES, bool(TILE_ALIAS),
                                  bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP)>;
-  return sm90::launch_fwd<Traits>(p);
+  return sm90::launch_fwd<Traits>(p, bool(FLASHCUTE_SM90_L2_SECTIONS));
 }
 #else
 template int FC_RUN<1, HD, HDV>(const FwdParams&);  // bf16 (what the benchmark times)

@@ -29,16 +29,23 @@ namespace sm90 {
 //   (192,128) : N 112, 2 stages, 220 KB
 //   (192,192) : N 112, 2 stages, O aliases Q (216 KB; separate O would need 264 KB)
 //   (256,256) : N 80,  2 stages, O aliases Q (224 KB; O alone is 128 fp32 regs per thread)
+// kSections: causal/local tiles in sections of about one round (tile_scheduler.cuh). Measured
+// per head dim (benchmarks/RESULTS.md, 2026-12-03 run 5): d=64 causal +3-10 % at 512-16k;
+// d=128 causal -10..-24 % at 1k-16k (+14 % at 512), so off there and where not yet measured.
 template <int D, int DV> struct TileConfig;
-template <> struct TileConfig<64, 64>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false; };
-template <> struct TileConfig<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false; };
-template <> struct TileConfig<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false; };
-template <> struct TileConfig<192, 128> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = false; };
-template <> struct TileConfig<192, 192> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = true; };
-template <> struct TileConfig<256, 256> { static constexpr int kN = 80,  kStages = 2; static constexpr bool kAlias = true; };
+template <> struct TileConfig<64, 64>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfig<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = false; };
+template <> struct TileConfig<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = false; };
+template <> struct TileConfig<192, 128> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = false, kSections = false; };
+template <> struct TileConfig<192, 192> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = true, kSections = false; };
+template <> struct TileConfig<256, 256> { static constexpr int kN = 80,  kStages = 2; static constexpr bool kAlias = true, kSections = false; };
+
+#ifndef FLASHCUTE_SM90_L2_SECTIONS
+#define FLASHCUTE_SM90_L2_SECTIONS 1  // A/B switch: 0 = plain longest-first order for every head dim
+#endif
 
 template <class Traits>
-int launch_fwd(const FwdParams& p) {
+int launch_fwd(const FwdParams& p, bool sections) {
   using Element = typename Traits::Element;
   constexpr int D = Traits::kHeadDim, DV = Traits::kHeadDimV;
   constexpr int kM = Traits::kBlockM, kN = Traits::kBlockN;
@@ -96,16 +103,19 @@ int launch_fwd(const FwdParams& p) {
                              Shape<_64, Int<DV>>{}, _1{});
 
   using KP = KernelParams<decltype(tma_q), decltype(tma_k), decltype(tma_v), decltype(tma_o)>;
-  KP kp{p, tma_q, tma_k, tma_v, tma_o, shape_q, shape_k, shape_vt, shape_o,
-        StaticTileScheduler{(p.seqlen_q + kM - 1) / kM, p.heads_q, p.batch, p.window_right >= 0}};
-
+  const int num_m_blocks = (p.seqlen_q + kM - 1) / kM;
   int num_sms = p.num_sms;
   if (num_sms <= 0) {
     int dev = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev);
   }
-  const int grid = std::max(1, std::min(kp.sched.num_tiles(), num_sms));
+  const int grid = std::max(1, std::min(num_m_blocks * p.heads_q * p.batch, num_sms));
+  // Causal/local order: sections of about one round of tiles (tile_scheduler.cuh).
+  const int heads_per_section = sections ? std::max(1, grid / num_m_blocks)
+                                          : std::max(1, p.heads_q * p.batch);
+  KP kp{p, tma_q, tma_k, tma_v, tma_o, shape_q, shape_k, shape_vt, shape_o,
+        StaticTileScheduler{num_m_blocks, p.heads_q, p.batch, p.window_right >= 0, heads_per_section}};
 
   auto kernel = fwd_kernel<Traits, KP>;
   constexpr int kSmem = Traits::kSmemBytes;
@@ -131,7 +141,7 @@ int run_fwd_sm90(const FwdParams& p) {
   using Cfg = sm90::TileConfig<HDIM, HDIM_V>;
   using Traits = sm90::FwdTraits<Element, HDIM, HDIM_V, Cfg::kN, Cfg::kStages, Cfg::kAlias,
                                  bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP)>;
-  return sm90::launch_fwd<Traits>(p);
+  return sm90::launch_fwd<Traits>(p, Cfg::kSections && FLASHCUTE_SM90_L2_SECTIONS);
 }
 
 }  // namespace flashcute

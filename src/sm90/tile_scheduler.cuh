@@ -4,8 +4,15 @@
 //
 // Order. Without a causal/window-right mask every tile costs the same; tiles of one (batch, head)
 // are consecutive so that concurrently running CTAs share K/V in L2. With a right mask, later
-// query blocks see more keys: query blocks go outermost, last (longest) first, so the heavy
-// tiles start first and the light ones fill the tail.
+// query blocks see more keys, so heavy tiles should start first. But taking every head's last
+// query block first, then every head's next-to-last, ... puts one head's query blocks rounds
+// apart: when there are more heads than CTAs, a round reads the whole K/V of ~132 different heads
+// and nothing is still in L2 when the same head's next query block comes (ncu, d=128 causal 1k:
+// DRAM 80 % busy, L2 hit rate 12 %). So the heads are cut into sections of about one round of
+// tiles (heads_per_section = CTAs / query blocks): a section's query blocks run together, the
+// longest first, and the rounds snake (below) so that heavy and light tiles pair up per CTA.
+// Measured, this pays at d=64 and loses at d=128 (why is open; see benchmarks/RESULTS.md), so
+// the launch turns it on per head dim (TileConfig::kSections); off, one section holds every head.
 #pragma once
 
 namespace flashcute::sm90 {
@@ -17,6 +24,7 @@ struct TileCoord {
 struct StaticTileScheduler {
   int num_m_blocks, num_heads, num_batch;
   bool longest_first;
+  int heads_per_section;  // longest_first only: (batch, head)s whose query blocks run together
 
   CUTE_HOST_DEVICE int num_tiles() const { return num_m_blocks * num_heads * num_batch; }
 
@@ -25,8 +33,11 @@ struct StaticTileScheduler {
     int bh;
     if (longest_first) {
       const int nbh = num_heads * num_batch;
-      c.m_block = num_m_blocks - 1 - t / nbh;
-      bh = t % nbh;
+      const int first_bh = t / (heads_per_section * num_m_blocks) * heads_per_section;
+      const int heads = min(heads_per_section, nbh - first_bh);  // the last section may be short
+      const int r = t - first_bh * num_m_blocks;
+      c.m_block = num_m_blocks - 1 - r / heads;
+      bh = first_bh + r % heads;
     } else {
       c.m_block = t % num_m_blocks;
       bh = t / num_m_blocks;
@@ -39,8 +50,6 @@ struct StaticTileScheduler {
   // (c, then G - 1 - c, ...), so the CTA that took the heaviest tile of one round takes the
   // lightest of the next; with plain striding CTA 0 gets the heaviest tile of every round
   // (d=128 causal 4k ran at 0.78x the non-causal rate with it; see benchmarks/RESULTS.md).
-  // Grouping heads into L2-sized sections (all query blocks of a few heads together, so their
-  // K/V stay in L2) was measured too and lost 8-10 % at causal 4k/16k: it breaks this balance.
   CUTE_DEVICE int at_round(int k) const {
     const int g = gridDim.x, c = blockIdx.x;
     return k * g + ((longest_first && (k & 1)) ? g - 1 - c : c);
