@@ -52,6 +52,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=".carry/ablation")
     ap.add_argument("--seqlens", default="1024,4096,16384")
+    ap.add_argument("--causal", choices=["both", "no", "yes"], default="both")
     ap.add_argument("--json")
     a = ap.parse_args()
     libs = sorted(glob.glob(os.path.join(a.dir, "sm*_hd*_*.so")))
@@ -64,7 +65,7 @@ def main():
         groups.setdefault((fam, int(hd[2:])), {})[name] = load(path)
     rows = []
     for (fam, d), variants in sorted(groups.items()):
-        for causal in (False, True):
+        for causal in {"both": (False, True), "no": (False,), "yes": (True,)}[a.causal]:
             for s in (int(x) for x in a.seqlens.split(",")):
                 b, h = 16384 // s, 2048 // d
                 torch.manual_seed(s)
