@@ -17,7 +17,7 @@ mkdir -p .carry/ablation
 build() {  # name:flag1,flag2
   local name=${1%%:*} flags=${1#*:}
   IFS=, read -r -a extra <<< "$flags"
-  nvcc -std=c++17 --expt-relaxed-constexpr --use_fast_math -O3 $arch -Xptxas -v \
+  nvcc -std=c++17 --expt-relaxed-constexpr --use_fast_math -O3 -DNDEBUG -lineinfo $arch -Xptxas -v \
     -Isrc -Iinclude -I"$cut/include" -I"$cut/tools/util/include" -DFAMILY="$family" -DHD="$hd" -DHDV="$hd" \
     -DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED -shared -Xcompiler -fPIC -Xcompiler -fvisibility=hidden \
     -Xlinker --exclude-libs,ALL "${extra[@]}" benchmarks/ablation/harness.cu \

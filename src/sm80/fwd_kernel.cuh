@@ -9,6 +9,7 @@
 // the blocks on the causal diagonal are handled while the running max is still being built.
 #pragma once
 
+#include <type_traits>
 #include <cute/tensor.hpp>
 #include "common/mask.cuh"
 #include "common/params.h"
@@ -18,10 +19,6 @@
 #include "sm80/fwd_epilogue.cuh"
 #include "sm80/fwd_mainloop.cuh"
 #include "sm80/fwd_traits.cuh"
-
-#ifndef FLASHCUTE_SM80_FA2_ORDER
-#define FLASHCUTE_SM80_FA2_ORDER 1  // A/B switch: 0 issues K(n-1) after the softmax (4% slower at d=128)
-#endif
 
 namespace flashcute::sm80 {
 
@@ -33,7 +30,6 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kHeadDim = Traits::kHeadDim;
-  constexpr bool kLoadKBeforeSoftmax = FLASHCUTE_SM80_FA2_ORDER;
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;
   using TileS = Shape<Int<kBlockM>, Int<kBlockN>>;
@@ -136,50 +132,50 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
     load_k(n_max - 1);
     cp_async_fence();
 
-    for (int n = n_max - 1; n >= n_min; --n) {
-      Tensor acc_s = partition_fragment_C(tiled_mma, TileS{});
-      clear(acc_s);
-      cp_async_wait<0>();  // K(n) (and Q) have landed ...
-      __syncthreads();     // ... for every thread, and everyone is done reading V(n+1)
-      load_v(n);
-      cp_async_fence();
+    // Softcap is a compile-time branch of the key loop, which is instantiated with and without
+    // it. As a runtime branch inside the loop, ptxas if-converted it into 64 predicated tanh and
+    // 64 predicated multiplies that every iteration issued, softcap or not (benchmarks/RESULTS.md).
+    auto key_loop = [&](auto softcap) {
+      for (int n = n_max - 1; n >= n_min; --n) {
+        Tensor acc_s = partition_fragment_C(tiled_mma, TileS{});
+        clear(acc_s);
+        cp_async_wait<0>();  // K(n) (and Q) have landed ...
+        __syncthreads();     // ... for every thread, and everyone is done reading V(n+1)
+        load_v(n);
+        cp_async_fence();
 
-      // S = Q K(n)^T
-      gemm_ss(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, tSsK, tSrQ_view, tSrK_view, smem_tiled_copy_q,
-              smem_tiled_copy_k);
+        // S = Q K(n)^T
+        gemm_ss(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, tSsK, tSrQ_view, tSrK_view, smem_tiled_copy_q,
+                smem_tiled_copy_k);
 
-      Tensor s = rowcol_view(acc_s);
-      if (use_softcap) apply_softcap(s, p.softcap_inv);
-      // Only blocks crossing a window edge or the end of the keys take the masked path. (One
-      // loop body with a uniform branch: two specialised bodies raised register spills.)
-      if (mask.block_needs_mask<kBlockN>(n, row_begin, row_end)) mask.apply_rowcol(s, tScS, row_begin, n * kBlockN);
+        Tensor s = rowcol_view(acc_s);
+        if constexpr (decltype(softcap)::value) apply_softcap(s, p.softcap_inv);
+        // Only blocks crossing a window edge or the end of the keys take the masked path. (One
+        // loop body with a uniform branch: two specialised bodies raised register spills.)
+        if (mask.block_needs_mask<kBlockN>(n, row_begin, row_end)) mask.apply_rowcol(s, tScS, row_begin, n * kBlockN);
 
-      if constexpr (kLoadKBeforeSoftmax) {
         // FA2's order: K(n-1) is requested before the softmax, so its load overlaps the softmax
-        // and the P V GEMM (not the P V GEMM alone).
+        // and the P V GEMM, not the P V GEMM alone (measured +4-5 % at d=128).
         cp_async_wait<0>();  // V(n) has landed ...
         __syncthreads();     // ... for every thread, and everyone is done reading K(n)
         if (n > n_min) {
           load_k_full(n - 1);  // only the last block can be partial, and it is loaded first
           cp_async_fence();
         }
-      }
-      // online softmax: S -> P, O rescaled once
-      softmax.update(s, rowcol_view(acc_o), scale_log2);
-      // P to 16 bits right away: the fp32 scores die here.
-      Tensor rP = convert_fragment<Element>(acc_s);
-      Tensor tOrP = make_tensor(rP.data(), acc_as_a_layout(rP.layout()));
-      if constexpr (!kLoadKBeforeSoftmax) {
-        cp_async_wait<0>();  // V(n) has landed ...
-        __syncthreads();     // ... for every thread, and everyone is done reading K(n)
-        if (n > n_min) {
-          load_k_full(n - 1);
-          cp_async_fence();
-        }
-      }
+        // online softmax: S -> P, O rescaled once
+        softmax.update(s, rowcol_view(acc_o), scale_log2);
+        // P to 16 bits right away: the fp32 scores die here.
+        Tensor rP = convert_fragment<Element>(acc_s);
+        Tensor tOrP = make_tensor(rP.data(), acc_as_a_layout(rP.layout()));
 
-      // O += P V(n), P straight from registers
-      gemm_rs(tiled_mma, acc_o, tOrP, tOrVt, tOsVt, tOrVt_view, smem_tiled_copy_v);
+        // O += P V(n), P straight from registers
+        gemm_rs(tiled_mma, acc_o, tOrP, tOrVt, tOsVt, tOrVt_view, smem_tiled_copy_v);
+      }
+    };
+    if (use_softcap) {
+      key_loop(std::true_type{});
+    } else {
+      key_loop(std::false_type{});
     }
   }
 
