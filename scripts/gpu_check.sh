@@ -53,7 +53,7 @@ if [ "$mode" != tests ]; then
   tail -60 "$OUT/bench.txt"
   cat "$OUT/bench.txt" >> "$log" && rm "$OUT/bench.txt"  # (at most 8 files come back from $OUT)
   if [ -d .carry/ablation ]; then  # scripts/build_ablation.sh
-    stamp "sm90 ablation"
+    stamp "kernel variants (bench_ablation.py)"
     timeout "${ABLATION_TIMEOUT:-120}" python3 benchmarks/bench_ablation.py --json "$OUT/ablation.json" \
       > "$OUT/ablation.txt" 2>&1
     echo "ablation rc=$?" >> "$OUT/ablation.txt"

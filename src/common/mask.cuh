@@ -1,7 +1,7 @@
 // Attention masks in the general window form of params.h, applied to one thread's score
-// fragment. Arch-agnostic: the caller passes its scores as any register tensor plus a tensor of
-// the same shape holding each element's (row, col) coordinate inside the tile (an identity
-// tensor partitioned the same way as the accumulator), so mma.sync and wgmma layouts both work.
+// fragment. Arch-agnostic: the caller passes its scores as a (rows, cols) register view plus a
+// view of the same shape holding each element's (row, col) coordinate inside the tile (an
+// identity tensor partitioned like the accumulator), so mma.sync and wgmma layouts both work.
 #pragma once
 
 #include <cmath>
@@ -20,13 +20,6 @@ struct WindowMask {
   __device__ __forceinline__ WindowMask(const FwdParams& p, const SeqInfo& s)
       : seqlen_k(s.seqlen_k), diag_offset(s.diag_offset),
         window_left(p.window_left), window_right(p.window_right) {}
-
-  __device__ __forceinline__ bool visible(int row, int col) const {
-    bool ok = col < seqlen_k;
-    if (window_right >= 0) ok &= col <= row + diag_offset + window_right;
-    if (window_left >= 0) ok &= col >= row + diag_offset - window_left;
-    return ok;
-  }
 
   // Key blocks [n_min, n_max) of width kBlockN that rows [row_begin, row_end) can see at all;
   // blocks outside are neither loaded nor computed. row_end > row_begin.
@@ -51,28 +44,14 @@ struct WindowMask {
     return need;
   }
 
-  // scores(i) = -inf where (row0 + row(i), col0 + col(i)) is not visible.
+  // scores(r, c) = -inf where key col0 + col(r, c) is not visible from query row0 + row(r, c), on
+  // (rows, cols) views of the scores and of their coordinates inside the tile. The row's visible
+  // key range [lo, hi) is computed once per row and each element is a branch-free select. The
+  // coordinates enter only as this thread's base plus the layout's compile-time offsets, and each
+  // element is compared against a per-row limit relative to that base, i.e. against an immediate:
+  // no per-element coordinate is materialised in a register.
   template <class TensorS, class TensorC>
   __device__ __forceinline__ void apply(TensorS&& scores, TensorC const& coords, int row0,
-                                        int col0) const {
-    static_assert(decltype(cute::size(scores))::value == decltype(cute::size(coords))::value);
-#pragma unroll
-    for (int i = 0; i < cute::size(scores); ++i) {
-      auto rc = coords(i);
-      if (!visible(row0 + int(cute::get<0>(rc)), col0 + int(cute::get<1>(rc)))) {
-        scores(i) = -INFINITY;
-      }
-    }
-  }
-
-  // The same on a (rows, cols) view of the scores and coordinates: the row's visible key range
-  // [lo, hi) is computed once per row and each element is a branch-free select. The coordinates
-  // enter only as this thread's base plus the layout's compile-time offsets, and each element is
-  // compared against a per-row limit relative to that base: every comparison is then against an
-  // immediate, so no per-element coordinate is ever materialised in a register (hoisting those
-  // out of the key loop is what made the mma.sync kernels spill).
-  template <class TensorS, class TensorC>
-  __device__ __forceinline__ void apply_rowcol(TensorS&& scores, TensorC const& coords, int row0,
                                                int col0) const {
     static_assert(decltype(cute::rank(scores))::value == 2);
     const auto base = coords(0, 0);

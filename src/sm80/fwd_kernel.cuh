@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
         if constexpr (decltype(softcap)::value) apply_softcap(s, p.softcap_inv);
         // Only blocks crossing a window edge or the end of the keys take the masked path. (One
         // loop body with a uniform branch: two specialised bodies raised register spills.)
-        if (mask.block_needs_mask<kBlockN>(n, row_begin, row_end)) mask.apply_rowcol(s, tScS, row_begin, n * kBlockN);
+        if (mask.block_needs_mask<kBlockN>(n, row_begin, row_end)) mask.apply(s, tScS, row_begin, n * kBlockN);
 
         // FA2's order: K(n-1) is requested before the softmax, so its load overlaps the softmax
         // and the P V GEMM, not the P V GEMM alone (measured +4-5 % at d=128).

@@ -2,11 +2,6 @@
 // the persistent launch.
 #pragma once
 
-// Before any CuTe header: the n80/n112 WGMMA shapes (see sm90/fwd_traits.cuh).
-#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
-#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
-#endif
-
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <type_traits>
@@ -103,19 +98,19 @@ int launch_fwd(const FwdParams& p, bool sections) {
                              Shape<_64, Int<DV>>{}, _1{});
 
   using KP = KernelParams<decltype(tma_q), decltype(tma_k), decltype(tma_v), decltype(tma_o)>;
-  const int num_m_blocks = (p.seqlen_q + kM - 1) / kM;
+  KP kp{p, tma_q, tma_k, tma_v, tma_o, shape_q, shape_k, shape_vt, shape_o,
+        StaticTileScheduler{(p.seqlen_q + kM - 1) / kM, p.heads_q, p.batch, p.window_right >= 0,
+                            /*heads_per_section=*/std::max(1, p.heads_q * p.batch)}};
+
   int num_sms = p.num_sms;
   if (num_sms <= 0) {
     int dev = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev);
   }
-  const int grid = std::max(1, std::min(num_m_blocks * p.heads_q * p.batch, num_sms));
+  const int grid = std::max(1, std::min(kp.sched.num_tiles(), num_sms));
   // Causal/local order: sections of about one round of tiles (tile_scheduler.cuh).
-  const int heads_per_section = sections ? std::max(1, grid / num_m_blocks)
-                                          : std::max(1, p.heads_q * p.batch);
-  KP kp{p, tma_q, tma_k, tma_v, tma_o, shape_q, shape_k, shape_vt, shape_o,
-        StaticTileScheduler{num_m_blocks, p.heads_q, p.batch, p.window_right >= 0, heads_per_section}};
+  if (sections) kp.sched.heads_per_section = std::max(1, grid / kp.sched.num_m_blocks);
 
   auto kernel = fwd_kernel<Traits, KP>;
   constexpr int kSmem = Traits::kSmemBytes;

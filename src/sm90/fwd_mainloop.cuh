@@ -206,7 +206,7 @@ struct Mainloop {
       auto scores_to_p = [&](int n) {
         if (softcap) apply_softcap(tSrS, p.softcap_inv);
         if (mask.template block_needs_mask<kBlockN>(n, wg_row_begin, wg_row_begin + 64)) {
-          mask.apply_rowcol(sRowCol, cRowCol, r.row_begin, n * kBlockN);
+          mask.apply(sRowCol, cRowCol, r.row_begin, n * kBlockN);
         }
         softmax.online(sRowCol, scale_log2, corr);
       };

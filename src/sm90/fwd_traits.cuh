@@ -8,13 +8,10 @@
 // Register budget: 24 (producer) * 128 + 240 (consumers) * 256 = 64,512 <= 65,536.
 #pragma once
 
-// CuTe's WGMMA op selectors only consider N = 8k tile widths other than 16/32/64/96/128/192/256
-// when this is defined; without it kBlockN = 80 (d=256) and 112 (d=192) silently fall back to
-// 64x16x16 instructions (5-7x more HGMMAs, A re-read from smem per n16 slice). It must come
-// before the first CuTe include of the TU (CMake also defines it for the sm90 kernels).
-#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
-#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
-#endif
+// The sm90 kernels are compiled with CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (CMakeLists.txt):
+// without it CuTe's WGMMA op selectors only offer N = 16/32/64/96/128/192/256, and kBlockN = 80
+// (d=256) and 112 (d=192) silently fall back to 64x16x16 instructions (5-7x more HGMMAs, A
+// re-read from smem per n16 slice). The static_asserts below catch a build without it.
 
 #include <cute/tensor.hpp>
 #include <cute/atom/mma_atom.hpp>
@@ -63,11 +60,11 @@ struct FwdTraits {
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDimV>, Int<kBlockN>>,
                            GMMA::Major::K, GMMA::Major::MN>(),
       AtomLayout{}));
-  // One WGMMA instruction must span the whole tile width of each GEMM (see the define above).
+  // One WGMMA instruction must span the whole tile width of each GEMM (see the note above).
   static_assert(decltype(size<1>(typename TiledMmaQK::AtomShape_MNK{}))::value == kBlockN,
-                "GEMM-I would be split into narrower WGMMAs");
+                "GEMM-I would be split into narrower WGMMAs: define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED");
   static_assert(decltype(size<1>(typename TiledMmaPV::AtomShape_MNK{}))::value == kHeadDimV,
-                "GEMM-II would be split into narrower WGMMAs");
+                "GEMM-II would be split into narrower WGMMAs: define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED");
 
   template <GMMA::Major kMajor, int kMN, int kK>
   using SmemAtom = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
