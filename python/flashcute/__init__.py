@@ -7,6 +7,8 @@ Public API:
   build_info()                                    what the compiled core contains
   flashcute.flash_attn_interface                  FlashAttention-3's function names and signatures
   flashcute.reference.attention_ref               the float64 reference used by the tests
+  flashcute.fp8                                   quantize / hadamard helpers; fp8=True or
+                                                  fp8=FP8Config(...) selects the FP8 mode
 
 The compiled core (libflashcute.so, next to this file) is reached only through flashcute._lib;
 the torch ops are registered as torch.ops.flashcute.fwd by flashcute.ops.
@@ -15,6 +17,8 @@ import pathlib as _pathlib
 
 from . import _lib
 from . import ops
+from . import fp8
+from .fp8 import FP8Config
 from ._api import flash_attn_func, flash_attn_varlen_func, scaled_dot_product_attention
 
 __version__ = _lib.version()
@@ -52,4 +56,4 @@ def supported(device=-1, backend="auto", dtype="bf16", head_dim=128, head_dim_v=
 
 
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "scaled_dot_product_attention", "build_info",
-           "supported", "__version__", "cmake_prefix_path"]
+           "supported", "fp8", "FP8Config", "__version__", "cmake_prefix_path"]

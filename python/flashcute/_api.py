@@ -4,11 +4,36 @@ from __future__ import annotations
 import torch
 
 from . import _validation as V
+from . import fp8 as _fp8
 from .ops import call_fwd
+
+_FP8_DOC = """
+    fp8: None (default: attention in the input dtype), True, or a flashcute.fp8.FP8Config: the
+    FP8 mode for bf16/fp16 inputs. q, k and v are quantized to float8_e4m3fn with one scale per
+    (batch, kv head) (flashcute.fp8.quantize; q's scale covers the q heads of its GQA group),
+    q and k are first rotated by the same random Hadamard matrix (FP8Config.rotate, on by
+    default: q k^T is unchanged, outliers are spread), the FP8 kernel runs with the matching
+    descales, and the output comes back in the input dtype (LSE float32). Hopper only
+    (backend "auto" or "sm90"). The options are one object rather than more keyword arguments
+    so that they cannot be given without the mode (nothing is silently ignored), can be built
+    once and shared by every layer, and can grow without widening each signature; True is the
+    shorthand for FP8Config(). Inputs that are already float8_e4m3fn, with their own descales,
+    go through flashcute.flash_attn_interface (FA3's convention).
+"""
+
+
+def _fp8_inputs(q, k, v, cfg, cu_seqlens_q=None, cu_seqlens_k=None):
+    """(q8, k8, v8, (q_descale, k_descale, v_descale)) for the FP8 mode; FA layout views in."""
+    hk = k.shape[-2]
+    lay = "bshd" if cu_seqlens_q is None else "thd"
+    q8, qd = _fp8.quantize(q, hk, rotate=cfg.rotate, seed=cfg.seed, layout=lay, cu_seqlens=cu_seqlens_q)
+    k8, kd = _fp8.quantize(k, hk, rotate=cfg.rotate, seed=cfg.seed, layout=lay, cu_seqlens=cu_seqlens_k)
+    v8, vd = _fp8.quantize(v, hk, layout=lay, cu_seqlens=cu_seqlens_k)
+    return q8, k8, v8, (qd, kd, vd)
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                    return_lse=False, backend="auto"):
+                    return_lse=False, backend="auto", fp8=None):
     """Attention in FlashAttention's layout.
 
     q: (batch, seqlen_q, heads_q, head_dim); k: (batch, seqlen_k, heads_k, head_dim);
@@ -23,19 +48,26 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
 
     Returns out (batch, seqlen_q, heads_q, head_dim_v), and with return_lse=True also the
     float32 log-sum-exp (batch, heads_q, seqlen_q). backend: "auto", "sm80" or "sm90".
+
+    fp8: the FP8 mode (see below). Example: flashcute.flash_attn_func(q, k, v, causal=True, fp8=True)
     """
+    cfg = _fp8.resolve_config(fp8)
     wl, wr = V.check_fwd(q, k, v, window_size=window_size, softcap=softcap, softmax_scale=softmax_scale,
-                         causal=causal, backend=backend)
+                         causal=causal, backend=backend, fp8_mode=cfg)
     V.check_cuda("q", q)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
+    descales, out_dtype = (None, None, None), None
+    if cfg is not None:
+        out_dtype = q.dtype
+        q, k, v, descales = _fp8_inputs(q, k, v, cfg)
     out, lse = call_fwd(q, k, v, softmax_scale=scale, causal=causal, window_left=wl, window_right=wr,
-                        softcap=softcap, top_left=False, backend=backend)
+                        softcap=softcap, top_left=False, backend=backend, descales=descales, out_dtype=out_dtype)
     return (out, lse) if return_lse else out
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                           seqused_k=None, return_lse=False, backend="auto"):
+                           seqused_k=None, return_lse=False, backend="auto", fp8=None):
     """Attention over packed variable-length sequences.
 
     q: (total_q, heads_q, head_dim), k: (total_k, heads_k, head_dim), v: (total_k, heads_k,
@@ -48,25 +80,33 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
     Returns out (total_q, heads_q, head_dim_v), and with return_lse=True also lse
     (heads_q, total_q) float32.
+
+    fp8: the FP8 mode (see below); each sequence gets its own scales (per (sequence, kv head)).
     """
+    cfg = _fp8.resolve_config(fp8)
     wl, wr = V.check_fwd(q, k, v, varlen=True, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                          max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, seqused_k=seqused_k,
                          window_size=window_size, softcap=softcap, softmax_scale=softmax_scale,
-                         causal=causal, backend=backend)
+                         causal=causal, backend=backend, fp8_mode=cfg)
     V.check_cuda("q", q)
     if V.values_readable(cu_seqlens_q, cu_seqlens_k, seqused_k):
         V.check_varlen_values(cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
                               q.shape[0], k.shape[0])
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
+    descales, out_dtype = (None, None, None), None
+    if cfg is not None:
+        out_dtype = q.dtype
+        q, k, v, descales = _fp8_inputs(q, k, v, cfg, cu_seqlens_q, cu_seqlens_k)
     out, lse = call_fwd(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                         seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                         softmax_scale=scale, causal=causal, window_left=wl, window_right=wr,
-                        softcap=softcap, top_left=False, backend=backend)
+                        softcap=softcap, top_left=False, backend=backend, descales=descales,
+                        out_dtype=out_dtype)
     return (out, lse) if return_lse else out
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-                                 scale=None, enable_gqa=False):
+                                 scale=None, enable_gqa=False, fp8=None):
     """torch.nn.functional.scaled_dot_product_attention's signature and layout:
     query (batch, heads_q, seqlen_q, head_dim), key (batch, heads_k, seqlen_k, head_dim),
     value (batch, heads_k, seqlen_k, head_dim_v) -> (batch, heads_q, seqlen_q, head_dim_v).
@@ -76,6 +116,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     or flashcute.flash_attn_func's window_size) and dropout_p > 0. The inputs are read through
     their strides (no transposing copies); the result is a (batch, heads, seqlen, dim) view of a
     (batch, seqlen, heads, dim) buffer, as torch's flash backend returns.
+
+    fp8 (not in torch's signature, keyword only in practice): the FP8 mode, as in
+    flashcute.flash_attn_func (None = off, True, or a flashcute.fp8.FP8Config).
     """
     if attn_mask is not None:
         raise NotImplementedError(
@@ -103,10 +146,21 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                          f"counts need enable_gqa=True (as in torch)")
     # (b, h, s, d) -> (b, s, h, d) views: strides only, no data movement.
     q, k, v = (t.transpose(1, 2) for t in (query, key, value))
+    cfg = _fp8.resolve_config(fp8)
     wl, wr = V.check_fwd(q, k, v, names=names, window_size=(-1, -1), softcap=0.0, softmax_scale=scale,
-                         causal=bool(is_causal), backend="auto", layout="(batch, seqlen, heads, head_dim)")
+                         causal=bool(is_causal), backend="auto", layout="(batch, seqlen, heads, head_dim)",
+                         fp8_mode=cfg)
     V.check_cuda("query", query)
     s = q.shape[-1] ** -0.5 if scale is None else scale
+    descales, out_dtype = (None, None, None), None
+    if cfg is not None:
+        out_dtype = q.dtype
+        q, k, v, descales = _fp8_inputs(q, k, v, cfg)
     out, _ = call_fwd(q, k, v, softmax_scale=s, causal=bool(is_causal), window_left=wl, window_right=wr,
-                      softcap=0.0, top_left=True, backend="auto")
+                      softcap=0.0, top_left=True, backend="auto", descales=descales, out_dtype=out_dtype)
     return out.transpose(1, 2)
+
+
+if flash_attn_func.__doc__:  # None under python -OO
+    flash_attn_func.__doc__ += _FP8_DOC
+    flash_attn_varlen_func.__doc__ += _FP8_DOC

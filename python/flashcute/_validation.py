@@ -32,7 +32,14 @@ def _is_tensor(name: str, t, optional: bool = False) -> None:
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
 
 
-def check_input_dtypes(names: Sequence[str], tensors: Sequence[torch.Tensor], allow_fp8: bool) -> None:
+def check_input_dtypes(names: Sequence[str], tensors: Sequence[torch.Tensor], allow_fp8: bool,
+                       fp8_mode: bool = False) -> None:
+    if fp8_mode:
+        for n, t in zip(names, tensors):
+            if t.dtype not in _HALF_DTYPES:
+                raise TypeError(f"fp8: the FP8 mode takes bfloat16/float16 {', '.join(names)} and quantizes "
+                                f"them itself, but {n} is {t.dtype}; float8_e4m3fn inputs with their own "
+                                f"descales go through flashcute.flash_attn_interface")
     allowed = _HALF_DTYPES + (_FP8_DTYPES if allow_fp8 else ())
     allowed_s = ", ".join(str(d) for d in allowed)
     for n, t in zip(names, tensors):
@@ -45,6 +52,8 @@ def check_input_dtypes(names: Sequence[str], tensors: Sequence[torch.Tensor], al
         if t.dtype != q0.dtype:
             raise TypeError(f"{n}: dtype {t.dtype} differs from {names[0]}'s dtype {q0.dtype}; "
                             f"{', '.join(names)} must share one dtype")
+    if fp8_mode:
+        return  # the FP8 kernel reads e4m3 and writes q's dtype: no bf16/fp16 kernel is needed
     if q0.dtype in _DTYPE_NAMES and _lib.COMPILED_DTYPES and _DTYPE_NAMES[q0.dtype] not in _lib.COMPILED_DTYPES:
         raise TypeError(f"{names[0]}: dtype {q0.dtype} is not compiled into this build (compiled: "
                         f"{', '.join(_lib.COMPILED_DTYPES)}); rebuild with "
@@ -150,16 +159,19 @@ def check_descales(names_and: Sequence[tuple], dtype, batch: int, heads_k: int, 
 def check_fwd(q, k, v, *, names=("q", "k", "v"), varlen=False, cu_seqlens_q=None, cu_seqlens_k=None,
               max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, window_size=(-1, -1), softcap=0.0,
               softmax_scale=None, causal=False, allow_fp8=False, descales=(None, None, None),
-              backend="auto", layout=None) -> tuple:
+              backend="auto", layout=None, fp8_mode=None) -> tuple:
     """All structural rules. q/k/v are in FA layout: (batch, seqlen, heads, dim) dense or
-    (total, heads, dim) varlen. Returns (window_left, window_right)."""
+    (total, heads, dim) varlen. fp8_mode: an FP8Config when the FP8 mode is on (bf16/fp16 inputs
+    quantized by flashcute). Returns (window_left, window_right)."""
     qn, kn, vn = names
     for n, t in zip(names, (q, k, v)):
         _is_tensor(n, t)
     if not isinstance(causal, bool):
         raise TypeError(f"causal: expected a bool, got {type(causal).__name__}")
     check_backend(backend)
-    check_input_dtypes(names, (q, k, v), allow_fp8)
+    if fp8_mode is not None:
+        check_fp8_mode(fp8_mode, backend, descales)
+    check_input_dtypes(names, (q, k, v), allow_fp8, fp8_mode=fp8_mode is not None)
     if layout is None:
         layout = ("(total, heads, head_dim)" if varlen else "(batch, seqlen, heads, head_dim)")
     for n, t in zip(names, (q, k, v)):
@@ -176,6 +188,11 @@ def check_fwd(q, k, v, *, names=("q", "k", "v"), varlen=False, cu_seqlens_q=None
     hv, dv = v.shape[-2], v.shape[-1]
     check_heads(names, hq, hk, hv)
     check_head_dims(names, d, dk, dv)
+    if fp8_mode is not None and fp8_mode.rotate:
+        from .fp8 import rotation_supported
+        if not rotation_supported(d):
+            raise ValueError(f"fp8: FP8Config(rotate=True) needs a head dim that is a power of two or 12 * 2^k, "
+                             f"but {qn} has head dim {d}; pass FP8Config(rotate=False)")
 
     if varlen:
         if cu_seqlens_q is None or cu_seqlens_k is None:
@@ -211,6 +228,16 @@ def check_fwd(q, k, v, *, names=("q", "k", "v"), varlen=False, cu_seqlens_q=None
 
     check_descales(list(zip(("q_descale", "k_descale", "v_descale"), descales)), q.dtype, batch, hk, qn)
     return wl, wr
+
+
+def check_fp8_mode(cfg, backend, descales) -> None:
+    """The FP8 mode's own rules: Hopper kernels only, and flashcute makes the descales."""
+    if backend == "sm80":
+        raise ValueError("backend: 'sm80' has no FP8 kernels; the FP8 mode (fp8=...) needs backend 'auto' or "
+                         "'sm90' on a Hopper GPU (compute capability 9.0)")
+    if any(t is not None for t in descales):
+        raise ValueError("q_descale/k_descale/v_descale: the FP8 mode computes its own descales; pass "
+                         "float8_e4m3fn inputs with descales through flashcute.flash_attn_interface instead")
 
 
 def values_readable(*tensors) -> bool:

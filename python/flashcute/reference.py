@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 
 import torch
 
-__all__ = ["attention_ref", "visible_mask"]
+__all__ = ["attention_ref", "attention_fp8_emulated", "visible_mask"]
 
 
 def visible_mask(seqlen_q: int, seqlen_k: int, causal: bool = False, window_size=(-1, -1),
@@ -114,3 +114,122 @@ def attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         return (torch.zeros(0, q.shape[1], q.shape[2], v.shape[-1], dtype=v.dtype, device=q.device),
                 torch.zeros(0, q.shape[2], q.shape[1], dtype=lse_dtype, device=q.device))
     return torch.stack(outs), torch.stack(lses)
+
+
+# ---- FP8 (e4m3) kernel emulation -------------------------------------------------------------
+_LOG2E = math.log2(math.e)
+
+
+def _round_e4m3(x: torch.Tensor) -> torch.Tensor:
+    """x rounded to the nearest float8_e4m3fn value (ties to even), saturating at +-448, returned
+    in x's dtype. The clamp saturates as the kernel's cvt.satfinite does, whatever torch's cast
+    does out of range in this version."""
+    return x.clamp(-448.0, 448.0).to(torch.float8_e4m3fn).to(x.dtype)
+
+
+def _fp8_one_sequence(q8, k8, v8, qd, kd, vd, mask, scale, softcap, p_offset_log2, cdt, chunk):
+    """q8 (sq, hq, d), k8 (sk, hk, d), v8 (sk, hk, dv) float8_e4m3fn; qd/kd/vd (hk,) float32;
+    mask (sq, sk) -> out (sq, hq, dv) and lse (hq, sq) in the compute dtype `cdt`."""
+    sq, hq = q8.shape[0], q8.shape[1]
+    hk, dv = k8.shape[1], v8.shape[-1]
+    g = hq // hk
+    out = torch.zeros(sq, hq, dv, dtype=cdt, device=q8.device)
+    lse = torch.full((hq, sq), -math.inf, dtype=cdt, device=q8.device)
+    if sq == 0 or k8.shape[0] == 0:
+        return out, lse
+    kf, vf = k8.to(cdt), v8.to(cdt)
+    for h in range(hq):
+        j = h // g
+        # the score multiplier the kernel folds once: softmax_scale * q_descale * k_descale
+        mult = (torch.tensor(scale, dtype=torch.float32, device=q8.device) * qd[j] * kd[j]).to(cdt)
+        for r0 in range(0, sq, chunk):
+            r1 = min(sq, r0 + chunk)
+            # S = q8 k8^T: every product of two e4m3 values is exact in fp32; fp32 accumulation
+            s = q8[r0:r1, h].to(cdt) @ kf[:, j].T
+            s = s * mult
+            if softcap > 0:
+                s = softcap * torch.tanh(s / softcap)
+            s = s.masked_fill(~mask[r0:r1], -math.inf)
+            m = s.amax(dim=-1, keepdim=True)
+            seen = torch.isfinite(m)
+            m = torch.where(seen, m, torch.zeros_like(m))
+            # log2 domain, as the kernel: P = 2^((s - m) log2 e + offset), offset 0 by default
+            p = torch.exp2((s - m) * _LOG2E + p_offset_log2)
+            l = p.sum(dim=-1, keepdim=True)  # the row sum uses the unrounded P
+            p8 = _round_e4m3(p)               # P is rounded to e4m3 before the P.V GEMM
+            o = (p8 @ vf[:, j]) * vd[j].to(cdt)
+            o = torch.where(seen, o / torch.where(seen, l, torch.ones_like(l)), torch.zeros_like(o))
+            out[r0:r1, h] = o
+            lrow = (m + torch.log(l) - p_offset_log2 * math.log(2.0)).squeeze(-1)
+            lse[h, r0:r1] = torch.where(seen.squeeze(-1), lrow, torch.full_like(lrow, -math.inf))
+    return out, lse
+
+
+def attention_fp8_emulated(q8: torch.Tensor, k8: torch.Tensor, v8: torch.Tensor,
+                           q_descale: Optional[torch.Tensor] = None, k_descale: Optional[torch.Tensor] = None,
+                           v_descale: Optional[torch.Tensor] = None, causal: bool = False,
+                           window_size=(-1, -1), softcap: float = 0.0, softmax_scale: Optional[float] = None,
+                           causal_align: str = "bottom_right", cu_seqlens_q: Optional[torch.Tensor] = None,
+                           cu_seqlens_k: Optional[torch.Tensor] = None, seqused_k: Optional[torch.Tensor] = None,
+                           out_dtype: Optional[torch.dtype] = torch.bfloat16, p_offset_log2: float = 0.0,
+                           compute_dtype: torch.dtype = torch.float32, chunk: int = 1024,
+                           ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The FP8 (e4m3) forward kernel's arithmetic, step for step, in plain torch (CPU or GPU):
+
+      S = q8 k8^T                  exact e4m3 products, fp32 accumulation
+      s = S * (softmax_scale * q_descale * k_descale)   [softcap, masks as in attention_ref]
+      P = exp2((s - rowmax) log2 e + p_offset_log2)     fp32
+      l = sum(P)                   the UNROUNDED fp32 P
+      O = (sum round_e4m3(P) v8) * v_descale / l        round-to-nearest-even, saturating
+      out = O cast to out_dtype (bf16 by default, as the kernel); lse = rowmax + log(l) (natural)
+
+    It is the "same computation in low precision" of the tests' 2x rule for FP8:
+    |kernel - ref64| <= 2 |emulated - ref64| + atol, with ref64 = attention_ref on the
+    dequantized inputs (q8 * q_descale, ...). Rounding P against the final row max (not the
+    kernel's running max) changes which values round which way, not the size of the error.
+
+    q8/k8/v8: float8_e4m3fn (or any dtype holding e4m3 values), FA layout as attention_ref (dense
+    or varlen). *_descale: float32 (batch, heads_k), None = 1. p_offset_log2: the kernel may shift
+    P by 2^offset (the row sum too, so it cancels) to keep small probabilities out of e4m3's
+    subnormal range; 0 is P in [0, 1]. compute_dtype float64 gives the same algorithm with exact
+    scores (for studying the P rounding alone). Returns out (out_dtype, or compute_dtype if None)
+    and lse (float32).
+    """
+    d = q8.shape[-1]
+    scale = d ** -0.5 if softmax_scale is None else softmax_scale
+    varlen = cu_seqlens_q is not None
+    batch = (cu_seqlens_q.shape[0] - 1) if varlen else q8.shape[0]
+    hk = k8.shape[-2]
+
+    def descale_or_one(t):
+        if t is None:
+            return torch.ones(batch, hk, dtype=torch.float32, device=q8.device)
+        return t.to(torch.float32)
+
+    qd, kd, vd = descale_or_one(q_descale), descale_or_one(k_descale), descale_or_one(v_descale)
+    used = seqused_k.tolist() if seqused_k is not None else None
+    od = compute_dtype if out_dtype is None else out_dtype
+
+    def run(qb, kb, vb, b):
+        sk = kb.shape[0] if used is None else int(used[b])
+        kb, vb = kb[:sk], vb[:sk]
+        mask = visible_mask(qb.shape[0], sk, causal, window_size, causal_align, device=qb.device)
+        return _fp8_one_sequence(qb, kb, vb, qd[b], kd[b], vd[b], mask, scale, softcap,
+                                 float(p_offset_log2), compute_dtype, chunk)
+
+    if varlen:
+        cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+        out = torch.zeros(q8.shape[0], q8.shape[1], v8.shape[-1], dtype=od, device=q8.device)
+        lse = torch.full((q8.shape[1], q8.shape[0]), -math.inf, dtype=torch.float32, device=q8.device)
+        for b in range(batch):
+            o, l = run(q8[cq[b]:cq[b + 1]], k8[ck[b]:ck[b + 1]], v8[ck[b]:ck[b + 1]], b)
+            out[cq[b]:cq[b + 1]] = o.to(od)
+            lse[:, cq[b]:cq[b + 1]] = l.float()
+        return out, lse
+    out = torch.zeros(q8.shape[0], q8.shape[1], q8.shape[2], v8.shape[-1], dtype=od, device=q8.device)
+    lse = torch.full((q8.shape[0], q8.shape[2], q8.shape[1]), -math.inf, dtype=torch.float32, device=q8.device)
+    for b in range(batch):
+        o, l = run(q8[b], k8[b], v8[b], b)
+        out[b] = o.to(od)
+        lse[b] = l.float()
+    return out, lse

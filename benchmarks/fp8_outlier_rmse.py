@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""FP8 accuracy study in emulation (CPU or GPU, no flashcute kernel needed): FlashAttention-3's
+outlier test, RMSE of the output against float64 attention on the unquantized inputs, for
+several quantization schemes, through flashcute.reference.attention_fp8_emulated (the FP8
+kernel's arithmetic: exact e4m3 products, fp32 softmax, P rounded to e4m3).
+
+Inputs (FA3 paper, section 4.3): q, k, v ~ N(0, 1) + N(0, 100) * Bernoulli(0.001), i.e. 0.1 % of
+the entries get an extra N(0, 10^2) term; rounded to bf16 (what the FP8 mode receives).
+
+Schemes:
+  per-tensor          one scale per tensor (broadcast into the kernel's (batch, heads_k) slots)
+  per-head            one scale per (batch, head): flashcute.fp8.quantize
+  per-head+rot        the same after the random Hadamard rotation of q and k (the FP8 mode)
+  block128+rot        one scale per (batch, 128-row block, head) after rotation -- NOT
+                      expressible by the kernel's descales; for information (emulated through
+                      dequantized fp32 inputs, which is what block scales would compute)
+each with P = exp(s - max) in [0, 1] (p_offset 0) and with P shifted by 2^8 (p_offset 8, the row
+sum too, so it cancels: keeps small probabilities out of e4m3's subnormal range).
+
+    python benchmarks/fp8_outlier_rmse.py --heads 4 --seqlen 4096 --hdim 128 [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+import torch
+
+
+def outlier_inputs(batch, seqlen, heads, hdim, seed, device):
+    g = torch.Generator(device=device).manual_seed(seed)
+
+    def one():
+        base = torch.randn(batch, seqlen, heads, hdim, generator=g, device=device)
+        spike = torch.randn(batch, seqlen, heads, hdim, generator=g, device=device) * 10.0
+        hit = torch.rand(batch, seqlen, heads, hdim, generator=g, device=device) < 0.001
+        return (base + spike * hit).to(torch.bfloat16)
+    return one(), one(), one()
+
+
+def rmse(a, b):
+    return (a.double() - b.double()).pow(2).mean().sqrt().item()
+
+
+def per_tensor(x):
+    from flashcute.fp8 import E4M3_MAX
+    amax = x.float().abs().amax()
+    x8 = (x.float() * (E4M3_MAX / amax)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return x8, (amax / E4M3_MAX).expand(x.shape[0], x.shape[2]).contiguous()
+
+
+def per_block(x, block):
+    """dequantized fp32 values of per-(batch, block rows, head) scaling."""
+    from flashcute.fp8 import E4M3_MAX
+    b, s, h, d = x.shape
+    xf = x.float()
+    pad = (-s) % block
+    xp = torch.nn.functional.pad(xf, (0, 0, 0, 0, 0, pad))
+    xb = xp.view(b, (s + pad) // block, block, h, d)
+    amax = xb.abs().amax(dim=(2, 4), keepdim=True).clamp_min(1e-30)
+    q = (xb * (E4M3_MAX / amax)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).float()
+    return (q * (amax / E4M3_MAX)).view(b, s + pad, h, d)[:, :s]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seqlen", type=int, default=4096)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--hdim", type=int, default=128)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--offsets", default="0,8", help="p_offset_log2 values to try")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", default=None)
+    a = p.parse_args(argv)
+
+    import flashcute.fp8 as F
+    from flashcute.reference import attention_fp8_emulated, attention_ref
+
+    torch.manual_seed(a.seed)
+    q, k, v = outlier_inputs(a.batch, a.seqlen, a.heads, a.hdim, a.seed, a.device)
+    t0 = time.time()
+    ref, _ = attention_ref(q, k, v, causal=a.causal)
+    out_bf16, _ = attention_ref(q, k, v, causal=a.causal, upcast=False)
+    print(f"# outlier test: b={a.batch} s={a.seqlen} h={a.heads} d={a.hdim} causal={a.causal} seed={a.seed}; "
+          f"float64 reference {time.time() - t0:.1f}s", flush=True)
+    results = {"config": vars(a), "bf16_lowprec_reference": rmse(out_bf16, ref), "schemes": {}}
+    print(f"bf16 (attention_ref in bf16, for scale): RMSE {results['bf16_lowprec_reference']:.3e}", flush=True)
+
+    def emulate(name, q8, k8, v8, qd=None, kd=None, vd=None):
+        for off in [float(x) for x in a.offsets.split(",")]:
+            t = time.time()
+            out, _ = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, causal=a.causal, p_offset_log2=off)
+            e = rmse(out, ref)
+            results["schemes"][f"{name} p_offset={off:g}"] = e
+            print(f"{name:<16} p_offset={off:g}: RMSE {e:.3e}   ({time.time() - t:.1f}s)", flush=True)
+
+    v8h, vdh = F.quantize(v)
+    emulate("per-tensor", *per_tensor(q)[:1], per_tensor(k)[0], per_tensor(v)[0],
+            per_tensor(q)[1], per_tensor(k)[1], per_tensor(v)[1])
+    q8, qd = F.quantize(q)
+    k8, kd = F.quantize(k)
+    emulate("per-head", q8, k8, v8h, qd, kd, vdh)
+    q8, qd = F.quantize(q, rotate=True, seed=a.seed)
+    k8, kd = F.quantize(k, rotate=True, seed=a.seed)
+    emulate("per-head+rot", q8, k8, v8h, qd, kd, vdh)
+    qr = F.hadamard(q.float(), seed=a.seed)
+    kr = F.hadamard(k.float(), seed=a.seed)
+    emulate("block128+rot", per_block(qr, 128), per_block(kr, 128), per_block(v, 128))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return results
+
+
+if __name__ == "__main__":
+    main()

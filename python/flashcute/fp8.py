@@ -1,0 +1,400 @@
+"""FP8 (e4m3) helpers: per-(batch, head) quantization and a random Hadamard rotation.
+
+The FP8 kernel (like FlashAttention-3's) reads float8_e4m3fn q, k, v and one float32 descale
+factor per (batch, heads_k) and tensor. These helpers make such inputs from bf16/fp16 tensors,
+and `flashcute.flash_attn_func(..., fp8=True)` uses them (see FP8Config).
+
+    x8, descale = quantize(x, heads_k=None, rotate=False, seed=0)
+    y = hadamard(x, seed=0)                   # x @ R, R orthogonal (d, d)
+    R = hadamard_matrix(d, seed=0)            # the matrix itself
+
+Why per-(batch, head_k) scales: the kernel applies one descale per (batch, kv head) to the
+whole S = q k^T tile and to O, so finer (block-wise) scales cannot be expressed without a
+kernel change. For GQA the q heads of one group share k's descale slot, so q's scale is the
+amax over the q heads of the group.
+
+Why a rotation: an orthogonal R applied to both q and k leaves q k^T unchanged (q R R^T k^T =
+q k^T) but mixes every coordinate of a row into every other, so a few outlier coordinates no
+longer dominate the amax and the rounding error of the products (the "incoherent processing"
+of QuIP / FlashAttention-3). R = diag(signs) H / sqrt(d), H a Hadamard matrix (entries +-1),
+signs +-1 drawn from a seeded torch.Generator on the CPU, so R is the same on every device and
+run for a given seed. H exists for d = 2^k (Sylvester) and d = 12 * 2^k (Paley's order-12
+matrix (x) Sylvester), which covers head dims 64, 96, 128, 192 and 256.
+
+Speed: on CUDA with Triton importable, quantize runs two fused Triton passes per tensor
+(pass 1: read x, rotate in registers with a tensor-core dot, per-(batch, head_k) amax by atomic
+max; pass 2: read x again, rotate, scale, saturate, cast to e4m3, write) -- no rotated copy is
+ever written. Otherwise (CPU, varlen, fp32 input, no Triton) the same arithmetic runs as torch
+ops. Both paths compute the rotation in fp32 (the +-1 matrix is exact in bf16/fp16; 1/sqrt(d)
+is folded into the descale), then x * (448 / amax), saturate to +-448, round to nearest even.
+Inputs must be finite (an inf/NaN makes its (batch, head) slot non-finite).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+from typing import Optional, Tuple
+
+import torch
+
+__all__ = ["E4M3_MAX", "FP8Config", "quantize", "hadamard", "hadamard_matrix", "dequantize"]
+
+#: The largest finite float8_e4m3fn value; per-head amax is mapped onto it.
+E4M3_MAX = 448.0
+
+
+# ---- configuration of the FP8 mode --------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class FP8Config:
+    """Options of the FP8 mode of flashcute.flash_attn_func / flash_attn_varlen_func /
+    scaled_dot_product_attention (pass `fp8=FP8Config(...)`, or `fp8=True` for the defaults).
+
+    rotate: apply the random Hadamard rotation R (seeded by `seed`) to q and k before
+      quantizing them (q k^T is unchanged; outliers are spread). On by default: it costs one
+      small matmul fused into the quantization and measurably lowers the error on inputs with
+      outliers (README, "FP8 mode").
+    seed: which rotation (the random signs of R). The same seed gives the same R everywhere,
+      so results are reproducible; any seed is equally good.
+
+    q, k and v are always quantized with one scale per (batch, heads_k) -- the granularity the
+    kernel's descales have; there is deliberately no block-wise option (the kernel could not
+    honour it).
+    """
+
+    rotate: bool = True
+    seed: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.rotate, bool):
+            raise TypeError(f"fp8: FP8Config.rotate must be a bool, got {type(self.rotate).__name__}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"fp8: FP8Config.seed must be an int, got {type(self.seed).__name__}")
+        if not 0 <= self.seed < 2 ** 63:
+            raise ValueError(f"fp8: FP8Config.seed must be in [0, 2**63), got {self.seed}")
+
+
+_DEFAULT_CONFIG = FP8Config()
+
+
+def resolve_config(fp8) -> Optional[FP8Config]:
+    """fp8 argument of the public functions -> FP8Config or None (mode off)."""
+    if fp8 is None or fp8 is False:
+        return None
+    if fp8 is True:
+        return _DEFAULT_CONFIG  # a constant: nothing to construct while torch.compile traces
+    if isinstance(fp8, FP8Config):
+        return fp8
+    raise TypeError(f"fp8: expected None, a bool or a flashcute.fp8.FP8Config, got {type(fp8).__name__}")
+
+
+# ---- Hadamard matrices ---------------------------------------------------------------------------
+def _sylvester(n: int) -> torch.Tensor:
+    h = torch.ones(1, 1)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h
+
+
+def _paley12() -> torch.Tensor:
+    """Paley's construction I for q = 11 (a prime = 3 mod 4): order 12. Q[i][j] = chi(j - i)
+    (chi the quadratic character mod 11) is skew-symmetric, and H = I + [[0, 1^T], [-1, Q]]
+    satisfies H H^T = 12 I."""
+    q = 11
+    residues = {(i * i) % q for i in range(1, q)}
+    chi = [0] + [1 if a in residues else -1 for a in range(1, q)]
+    s = torch.zeros(q + 1, q + 1)
+    s[0, 1:] = 1
+    s[1:, 0] = -1
+    for i in range(q):
+        for j in range(q):
+            s[1 + i, 1 + j] = chi[(j - i) % q]
+    return torch.eye(q + 1) + s
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def rotation_supported(d: int) -> bool:
+    """Whether hadamard_matrix(d) exists: d a power of two, or 12 times one."""
+    return _is_pow2(d) or (d % 12 == 0 and _is_pow2(d // 12))
+
+
+def _check_dim(d: int, name: str = "head_dim") -> None:
+    if not rotation_supported(d):
+        raise ValueError(f"{name}: {d} has no Hadamard rotation here; supported sizes are powers of two "
+                         f"and 12 * 2^k (64, 96, 128, 192, 256, ...); use rotate=False for this head dim")
+
+
+@functools.lru_cache(maxsize=None)
+def _hadamard_pm1(d: int) -> torch.Tensor:
+    """The (d, d) Hadamard matrix with entries +-1 (float32, CPU), H H^T = d I."""
+    _check_dim(d)
+    if _is_pow2(d):
+        return _sylvester(d)
+    return torch.kron(_paley12(), _sylvester(d // 12))
+
+
+def _signs(d: int, seed: Optional[int], generator: Optional[torch.Generator]) -> torch.Tensor:
+    """+-1 (d,) float32 on the CPU: from `generator` if given (advancing it), else from a fresh
+    CPU generator seeded with `seed` (so the same on every device), or all +1 for seed None."""
+    if generator is not None:
+        if generator.device.type != "cpu":
+            bits = torch.randint(0, 2, (d,), generator=generator, device=generator.device).cpu()
+        else:
+            bits = torch.randint(0, 2, (d,), generator=generator)
+    elif seed is None:
+        return torch.ones(d)
+    else:
+        bits = torch.randint(0, 2, (d,), generator=torch.Generator().manual_seed(int(seed)))
+    return bits.float() * 2 - 1
+
+
+@functools.lru_cache(maxsize=64)
+def _signed_pm1_cpu(d: int, seed: Optional[int]) -> torch.Tensor:
+    return _signs(d, seed, None).unsqueeze(1) * _hadamard_pm1(d)
+
+
+_DEVICE_CACHE: dict = {}
+
+
+def _signed_pm1(d: int, seed: Optional[int], device, dtype) -> torch.Tensor:
+    """diag(signs) H (+-1 entries, exact in every float dtype), cached per device and dtype:
+    building it costs a host-to-device copy, which the hot path must not repeat."""
+    key = (d, seed, str(device), dtype)
+    m = _DEVICE_CACHE.get(key)
+    if m is None:
+        m = _signed_pm1_cpu(d, seed).to(device=device, dtype=dtype)
+        _DEVICE_CACHE[key] = m
+    return m
+
+
+def hadamard_matrix(d: int, seed: Optional[int] = 0, generator: Optional[torch.Generator] = None,
+                    device=None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The orthogonal (d, d) rotation R = diag(signs) H / sqrt(d) used by hadamard() and the FP8
+    mode (R R^T = I up to dtype rounding).
+
+    Deterministic: the signs come from `generator` when given (which advances it: use that for
+    a fresh rotation per call), else from torch.Generator().manual_seed(seed) on the CPU, so a
+    seed names the same R on every device, process and run. seed=None: no signs (plain H).
+    d: a power of two or 12 * 2^k, else ValueError.
+    """
+    _check_dim(d, "d")
+    m = _signs(d, seed, generator).unsqueeze(1) * _hadamard_pm1(d) if generator is not None \
+        else _signed_pm1_cpu(d, seed)
+    return (m.double() / math.sqrt(d)).to(device=device, dtype=dtype)
+
+
+def hadamard(x: torch.Tensor, seed: Optional[int] = 0, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """x @ R along the last dimension (the head dim), R = hadamard_matrix(x.shape[-1], seed,
+    generator); returns x's dtype and shape. Apply the same seed to q and k: (q R)(k R)^T = q k^T.
+
+    One GEMM: x (as (rows, d)) times the +-1 matrix, which is exact in bf16/fp16, with the
+    1/sqrt(d) applied as the GEMM's alpha in fp32 before the single rounding to x's dtype.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x: expected a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point() or x.dtype in _FP8_TYPES:
+        raise TypeError(f"x: dtype {x.dtype}; hadamard needs float32, float16 or bfloat16")
+    d = x.shape[-1]
+    _check_dim(d, "x")
+    if generator is not None:
+        m = (_signs(d, None, generator).unsqueeze(1) * _hadamard_pm1(d)).to(device=x.device, dtype=x.dtype)
+    else:
+        m = _signed_pm1(d, seed, x.device, x.dtype)
+    x2 = x.reshape(-1, d)
+    y = torch.addmm(x2.new_zeros(()), x2, m, beta=0, alpha=1.0 / math.sqrt(d))
+    return y.view(x.shape)
+
+
+_FP8_TYPES = tuple(t for t in (getattr(torch, "float8_e4m3fn", None),) if t is not None)
+
+
+# ---- quantization: the torch path ---------------------------------------------------------------
+def _rows_to_sequences(cu_seqlens: torch.Tensor, total: int) -> torch.Tensor:
+    """(total,) int64: the sequence of each packed row; rows past cu_seqlens[-1] get `batch`
+    (a spill slot). On the device, no host sync (torch.compile / CUDA graphs safe)."""
+    rows = torch.arange(total, device=cu_seqlens.device, dtype=cu_seqlens.dtype)
+    return torch.searchsorted(cu_seqlens[1:].contiguous(), rows, right=True)
+
+
+def _rotated_fp32(x: torch.Tensor, rotate: bool, seed: int) -> torch.Tensor:
+    """x, or x @ (diag(signs) H) (unnormalised), in float32."""
+    if not rotate:
+        return x.float()
+    d = x.shape[-1]
+    return (x.reshape(-1, d).float() @ _signed_pm1(d, seed, x.device, torch.float32)).view(x.shape)
+
+
+def _descale_and_scale(amax: torch.Tensor, norm: float):
+    """Per-slot amax (float32) -> (descale = amax * norm / 448, scale = 448 / amax); norm is the
+    rotation's 1/sqrt(d), kept out of the GEMM so that the +-1 matrix stays exact. An all-zero
+    slot gets scale 1 and descale norm (its e4m3 values are 0 either way)."""
+    safe = torch.where(amax > 0, amax, torch.full_like(amax, E4M3_MAX))
+    return safe * (norm / E4M3_MAX), E4M3_MAX / safe
+
+
+def _cast_e4m3(y: torch.Tensor) -> torch.Tensor:
+    # round to nearest even; saturate explicitly, since whether torch's cast saturates or gives
+    # NaN beyond 448 has varied between versions and devices
+    return y.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+
+
+def _quantize_torch(x, heads_k, rotate, seed, cu_seqlens):
+    d, h = x.shape[-1], x.shape[-2]
+    g = h // heads_k
+    norm = 1.0 / math.sqrt(d) if rotate else 1.0
+    y = _rotated_fp32(x, rotate, seed)
+    if cu_seqlens is None:
+        b = x.shape[0]
+        amax = torch.linalg.vector_norm(y.view(b, x.shape[1], heads_k, g, d), math.inf, dim=(1, 3, 4))
+        descale, scale = _descale_and_scale(amax, norm)
+        x8 = _cast_e4m3(y * scale.repeat_interleave(g, 1)[:, None, :, None])
+        return x8.contiguous(), descale
+    batch = cu_seqlens.shape[0] - 1
+    total = x.shape[0]
+    seq = _rows_to_sequences(cu_seqlens, total)
+    row_amax = torch.linalg.vector_norm(y.view(total, heads_k, g * d), math.inf, dim=2)
+    amax = torch.zeros(batch + 1, heads_k, dtype=torch.float32, device=x.device)
+    amax.scatter_reduce_(0, seq.unsqueeze(1).expand(total, heads_k), row_amax, "amax", include_self=True)
+    descale, scale = _descale_and_scale(amax, norm)
+    row_scale = scale[seq].repeat_interleave(g, 1)  # (total, h)
+    x8 = _cast_e4m3(y * row_scale.unsqueeze(-1))
+    return x8.contiguous(), descale[:batch].contiguous()
+
+
+# ---- quantization: the Triton path (CUDA) --------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _triton_kernels():
+    """The two Triton kernels, or None if Triton is not importable (compiled lazily, once)."""
+    try:
+        from . import _fp8_triton
+    except Exception:  # noqa: BLE001  no triton (CPU wheels), or a broken install: torch path
+        return None
+    return _fp8_triton
+
+
+def _use_triton(x, cu_seqlens, impl) -> bool:
+    if impl == "torch":
+        return False
+    ok = (x.device.type == "cuda" and cu_seqlens is None and x.dtype in (torch.bfloat16, torch.float16)
+          and x.shape[-1] <= 256)
+    if impl == "triton":
+        if not ok or _triton_kernels() is None:
+            raise ValueError("impl: 'triton' needs a dense CUDA bf16/fp16 tensor with head dim <= 256 and "
+                             "an importable triton")
+        return True
+    return ok and _triton_kernels() is not None
+
+
+def _quantize_impl(x, heads_k, rotate, seed, cu_seqlens, impl="auto"):
+    if _use_triton(x, cu_seqlens, impl):
+        kern = _triton_kernels()
+        d = x.shape[-1]
+        m = _signed_pm1(d, seed, x.device, x.dtype) if rotate else None
+        amax = torch.zeros(x.shape[0], heads_k, dtype=torch.float32, device=x.device)
+        kern.amax_pass(x, m, amax, heads_k)
+        descale, scale = _descale_and_scale(amax, 1.0 / math.sqrt(d) if rotate else 1.0)
+        x8 = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+        kern.cast_pass(x, m, scale, x8, heads_k)
+        return x8, descale
+    return _quantize_torch(x, heads_k, rotate, seed, cu_seqlens)
+
+
+# The custom op: opaque to torch.compile (fullgraph works; register_fake gives shapes), and the
+# one place where the Triton / torch choice is made, in eager code.
+@torch.library.custom_op("flashcute::fp8_quantize", mutates_args=())
+def _fp8_quantize_op(x: torch.Tensor, heads_k: int, rotate: bool, seed: int,
+                     cu_seqlens: Optional[torch.Tensor], impl: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _quantize_impl(x, heads_k, rotate, seed, cu_seqlens, impl)
+
+
+@_fp8_quantize_op.register_fake
+def _fp8_quantize_fake(x, heads_k, rotate, seed, cu_seqlens, impl):
+    batch = x.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    x8 = x.new_empty(x.shape, dtype=torch.float8_e4m3fn)
+    return x8, x.new_empty((batch, heads_k), dtype=torch.float32)
+
+
+_LAYOUTS = ("bshd", "bhsd", "thd")
+
+
+def _check_quantize_args(x, heads_k, layout, cu_seqlens, rotate, seed, impl):
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x: expected a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        raise TypeError(f"x: dtype {x.dtype}; quantize takes bfloat16, float16 or float32")
+    if layout not in _LAYOUTS:
+        raise ValueError(f"layout: got {layout!r}; allowed: 'bshd' (FA), 'bhsd' (SDPA), 'thd' (varlen)")
+    want = 3 if layout == "thd" else 4
+    if x.dim() != want:
+        raise ValueError(f"x: layout {layout!r} needs {want} dimensions, got shape {tuple(x.shape)}")
+    if (layout == "thd") != (cu_seqlens is not None):
+        raise ValueError("cu_seqlens: required with layout 'thd' (packed varlen) and only there")
+    if cu_seqlens is not None:
+        if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype != torch.int32 or cu_seqlens.dim() != 1 \
+                or cu_seqlens.shape[0] < 1:
+            raise ValueError("cu_seqlens: expected a 1-D int32 tensor of batch + 1 offsets")
+        if cu_seqlens.device != x.device:
+            raise ValueError(f"cu_seqlens: is on {cu_seqlens.device}, x on {x.device}")
+    h = x.shape[1] if layout == "bhsd" else x.shape[-2]
+    if heads_k is not None:
+        if isinstance(heads_k, bool) or not isinstance(heads_k, int):
+            raise TypeError(f"heads_k: expected an int or None, got {type(heads_k).__name__}")
+        if heads_k <= 0 or h % heads_k:
+            raise ValueError(f"heads_k: {heads_k} does not divide x's {h} heads")
+    if not isinstance(rotate, bool):
+        raise TypeError(f"rotate: expected a bool, got {type(rotate).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
+    if rotate:
+        _check_dim(x.shape[-1], "x")
+    if impl not in ("auto", "torch", "triton"):
+        raise ValueError(f"impl: got {impl!r}; allowed: 'auto', 'torch', 'triton'")
+    return h
+
+
+def quantize(x: torch.Tensor, heads_k: Optional[int] = None, *, rotate: bool = False, seed: int = 0,
+             layout: str = "bshd", cu_seqlens: Optional[torch.Tensor] = None,
+             impl: str = "auto") -> Tuple[torch.Tensor, torch.Tensor]:
+    """Quantize x to float8_e4m3fn with one scale per (batch, heads_k): returns (x8, descale),
+    x8 the shape of x (contiguous), descale float32 (batch, heads_k), such that
+    x8 * descale[b, h // (heads // heads_k)] ~= x (or ~= x @ R when rotate=True).
+
+    x: bf16/fp16/fp32, layout "bshd" (batch, seqlen, heads, d: flash_attn_func), "bhsd" (batch,
+    heads, seqlen, d: SDPA) or "thd" (total, heads, d with cu_seqlens int32 (batch + 1): varlen;
+    rows past cu_seqlens[-1], which the kernel never reads, share one spare scale).
+    heads_k: the number of kv heads (GQA): the q heads of a group share one scale (their joint
+    amax), because the kernel has one descale slot per (batch, heads_k). Default: x's heads.
+    rotate / seed: apply hadamard(x, seed) first, fused (the rotated tensor is never written).
+    scale = 448 / amax over the slot; values saturate at +-448 and round to nearest even.
+    impl: "auto" (Triton on CUDA for dense bf16/fp16 when importable, else torch ops), or force
+    "torch" / "triton" (tests compare them).
+    """
+    h = _check_quantize_args(x, heads_k, layout, cu_seqlens, rotate, seed, impl)
+    hk = h if heads_k is None else heads_k
+    xv = x.transpose(1, 2) if layout == "bhsd" else x  # (b, s, h, d) view: strides only
+    x8, descale = torch.ops.flashcute.fp8_quantize(xv, hk, rotate, int(seed), cu_seqlens, impl)
+    if layout == "bhsd":
+        x8 = x8.transpose(1, 2)
+    return x8, descale
+
+
+def dequantize(x8: torch.Tensor, descale: torch.Tensor, layout: str = "bshd",
+               cu_seqlens: Optional[torch.Tensor] = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """x8 * descale broadcast over its (batch, heads_k) slots (GQA: heads grouped as quantize
+    groups them), in `dtype`. For tests and error studies; the kernel never needs it."""
+    if layout not in _LAYOUTS:
+        raise ValueError(f"layout: got {layout!r}; allowed: {_LAYOUTS}")
+    xv = x8.transpose(1, 2) if layout == "bhsd" else x8
+    h, hk = xv.shape[-2], descale.shape[1]
+    per_head = descale.repeat_interleave(h // hk, 1)  # (batch, h)
+    if layout == "thd":
+        seq = _rows_to_sequences(cu_seqlens, xv.shape[0])
+        per_head = torch.cat([per_head, torch.ones_like(per_head[:1])])[seq]  # (total, h)
+        y = xv.to(dtype) * per_head.to(dtype).unsqueeze(-1)
+    else:
+        y = xv.to(dtype) * per_head.to(dtype)[:, None, :, None]
+    return y.transpose(1, 2) if layout == "bhsd" else y

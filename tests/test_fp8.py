@@ -1,0 +1,343 @@
+"""CPU: the FP8 helpers (flashcute.fp8.quantize / hadamard), the FP8 kernel emulation
+(flashcute.reference.attention_fp8_emulated), the FP8 mode's argument validation, its fake
+(shape-only) path, and that torch.compile(fullgraph=True) traces the FP8 mode into one graph."""
+import math
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import flashcute
+from flashcute import _lib, fp8 as F
+from flashcute import _validation as V
+from flashcute.reference import attention_fp8_emulated, attention_ref, visible_mask
+
+E4M3 = torch.float8_e4m3fn
+HD = _lib.COMPILED_HEAD_DIMS[0] if _lib.COMPILED_HEAD_DIMS else 128
+
+
+def rnd(*shape, dtype=torch.bfloat16, seed=0, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * scale).to(dtype)
+
+
+# ---- quantize ------------------------------------------------------------------------------------
+def test_quantize_scales_are_per_batch_head_amax():
+    x = rnd(3, 37, 4, 64, scale=2.0)
+    x[1, 5, 2, 7] = -300.0
+    x8, ds = F.quantize(x)
+    assert x8.dtype == E4M3 and x8.shape == x.shape and ds.dtype == torch.float32 and ds.shape == (3, 4)
+    amax = x.float().abs().amax(dim=(1, 3))
+    torch.testing.assert_close(ds, amax / 448.0, rtol=1e-6, atol=0)
+    # the amax element of every slot lands exactly on +-448
+    torch.testing.assert_close(x8.float().abs().amax(dim=(1, 3)), torch.full((3, 4), 448.0))
+    assert x8[1, 5, 2, 7].float().item() == -448.0
+
+
+def test_quantize_round_trip_error_bound():
+    x = rnd(2, 200, 3, 128, dtype=torch.float32, seed=1) * torch.logspace(-4, 1, 128)  # many binades
+    x8, ds = F.quantize(x)
+    back = F.dequantize(x8, ds)
+    slot = ds[:, None, :, None]
+    # e4m3: 3 mantissa bits -> relative error <= 2^-4 for normals; subnormal step 2^-9 (times descale)
+    bound = x.abs() * 2.0 ** -4 + slot * 2.0 ** -10 + 1e-7 * x.abs()
+    assert torch.all((back - x).abs() <= bound)
+    assert (back - x).abs().max() > 0  # it really quantized
+
+
+def test_saturation_not_nan():
+    y = torch.tensor([500.0, -1e6, 448.0, 464.0, 1e-9, float("inf")])
+    assert F._cast_e4m3(y).float().tolist() == [448.0, -448.0, 448.0, 448.0, 0.0, 448.0]
+
+
+def test_round_to_nearest_even():
+    # 1.0625 lies halfway between 1.0 and 1.125 (e4m3 step 0.125 in [1, 2)): ties to even -> 1.0
+    # 1.1875 lies halfway between 1.125 and 1.25: ties to even -> 1.25
+    y = torch.tensor([1.0625, 1.1875, 1.07])
+    assert F._cast_e4m3(y).float().tolist() == [1.0, 1.25, 1.125]
+
+
+@pytest.mark.parametrize("heads,heads_k", [(8, 2), (6, 1), (4, 4)])
+def test_quantize_gqa_scale_shape_and_group_amax(heads, heads_k):
+    x = rnd(2, 19, heads, 64, seed=heads)
+    x[0, 3, heads - 1, 0] = 50.0  # the last q head of the last group holds the outlier
+    x8, ds = F.quantize(x, heads_k)
+    assert ds.shape == (2, heads_k)
+    g = heads // heads_k
+    amax = x.float().abs().view(2, 19, heads_k, g, 64).amax(dim=(1, 3, 4))
+    torch.testing.assert_close(ds, amax / 448.0, rtol=1e-6, atol=0)
+    back = F.dequantize(x8, ds)
+    assert torch.allclose(back, x.float(), rtol=2 ** -4, atol=float(ds.max()) * 2 ** -9)
+
+
+def test_quantize_layouts_agree():
+    x = rnd(2, 31, 4, 64, seed=3)
+    x8, ds = F.quantize(x, 2)
+    x8t, dst = F.quantize(x.transpose(1, 2), 2, layout="bhsd")
+    assert x8t.shape == (2, 4, 31, 64)
+    assert torch.equal(ds, dst) and torch.equal(x8.float(), x8t.transpose(1, 2).float())
+    # varlen: one scale per sequence, equal to quantizing each sequence on its own
+    lens = [5, 0, 17, 9]
+    packed = torch.cat([rnd(n, 4, 64, seed=10 + i) for i, n in enumerate(lens)] + [rnd(3, 4, 64, seed=99)])
+    cu = torch.tensor([0, 5, 5, 22, 31], dtype=torch.int32)
+    p8, pd = F.quantize(packed, 2, layout="thd", cu_seqlens=cu)
+    assert pd.shape == (4, 2) and p8.shape == packed.shape
+    for b in range(4):
+        a, e = cu[b].item(), cu[b + 1].item()
+        if e == a:
+            assert torch.equal(pd[b], torch.ones(2) * 1.0)  # empty sequence: neutral descale
+            continue
+        s8, sd = F.quantize(packed[a:e].unsqueeze(0), 2)
+        assert torch.equal(sd[0], pd[b]) and torch.equal(s8[0].float(), p8[a:e].float())
+
+
+def test_quantize_zero_and_rotation():
+    z = torch.zeros(1, 8, 2, 64, dtype=torch.bfloat16)
+    z8, zd = F.quantize(z, rotate=True)
+    assert torch.all(z8.float() == 0) and torch.all(torch.isfinite(zd))
+    x = rnd(2, 50, 2, 128, seed=4)
+    x8, ds = F.quantize(x, rotate=True, seed=5)
+    rot = F.hadamard(x.double(), seed=5)
+    torch.testing.assert_close(ds, (rot.abs().amax(dim=(1, 3)) / 448.0).float(), rtol=1e-5, atol=0)
+    back = F.dequantize(x8, ds, dtype=torch.float64)
+    assert torch.allclose(back, rot, rtol=2 ** -4 + 1e-6, atol=float(ds.max()) * 2 ** -9)
+
+
+def test_quantize_argument_errors():
+    x = rnd(1, 4, 4, 64)
+    with pytest.raises(ValueError, match="heads_k"):
+        F.quantize(x, 3)
+    with pytest.raises(ValueError, match="layout"):
+        F.quantize(x, layout="sbhd")
+    with pytest.raises(ValueError, match="cu_seqlens"):
+        F.quantize(x[0], layout="thd")
+    with pytest.raises(TypeError, match="dtype"):
+        F.quantize(x.to(E4M3))
+    with pytest.raises(ValueError, match="Hadamard"):
+        F.quantize(rnd(1, 4, 4, 80), rotate=True)
+    with pytest.raises(ValueError, match="impl"):
+        F.quantize(x, impl="cuda")
+    with pytest.raises(ValueError, match="triton"):
+        F.quantize(x, impl="triton")  # a CPU tensor has no Triton path
+
+
+def test_quantize_op_opcheck():
+    x = rnd(2, 9, 4, 64)
+    cu = torch.tensor([0, 4, 9], dtype=torch.int32)
+    torch.library.opcheck(torch.ops.flashcute.fp8_quantize.default, (x, 2, True, 3, None, "auto"),
+                          test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(torch.ops.flashcute.fp8_quantize.default, (x[0], 2, False, 0, cu, "torch"),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+# ---- hadamard ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("d", [1, 2, 16, 64, 96, 128, 192, 256, 12, 48])
+def test_hadamard_matrix_is_orthogonal(d):
+    r = F.hadamard_matrix(d, seed=3, dtype=torch.float64)
+    torch.testing.assert_close(r @ r.T, torch.eye(d, dtype=torch.float64), rtol=0, atol=1e-12)
+    # a Hadamard matrix: every entry +-1/sqrt(d), so each coordinate is spread over all others
+    torch.testing.assert_close(r.abs(), torch.full((d, d), d ** -0.5, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("d", [64, 96, 128, 192, 256])
+def test_hadamard_keeps_qk_and_spreads_outliers(d):
+    q, k = rnd(3, d, dtype=torch.float64, seed=1), rnd(5, d, dtype=torch.float64, seed=2)
+    q[0, 0] = 1000.0
+    qr, kr = F.hadamard(q, seed=7), F.hadamard(k, seed=7)
+    torch.testing.assert_close(qr @ kr.T, q @ k.T, rtol=1e-12, atol=1e-9)
+    # the outlier row's max shrinks from 1000 to about 1000 / sqrt(d)
+    assert qr[0].abs().max() < 1000.0 / math.sqrt(d) * 1.2
+    # bf16 in, bf16 out, one rounding from the exact value
+    qb = q.to(torch.bfloat16)
+    out = F.hadamard(qb, seed=7)
+    assert out.dtype == torch.bfloat16 and out.shape == qb.shape
+    exact = F.hadamard(qb.double(), seed=7)
+    assert torch.allclose(out.double(), exact, rtol=2 ** -8, atol=1e-30)
+
+
+def test_hadamard_determinism():
+    a = F.hadamard_matrix(128, seed=11)
+    assert torch.equal(a, F.hadamard_matrix(128, seed=11))
+    assert not torch.equal(a, F.hadamard_matrix(128, seed=12))
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    b1, b2 = F.hadamard_matrix(64, generator=g1), F.hadamard_matrix(64, generator=g2)
+    assert torch.equal(b1, b2)
+    assert not torch.equal(F.hadamard_matrix(64, generator=g1), b1)  # the generator advanced
+    x = rnd(4, 64, dtype=torch.float32)
+    assert torch.equal(F.hadamard(x, generator=torch.Generator().manual_seed(5)), x @ b1)
+    # seed None: the plain (Sylvester) Hadamard matrix, first row all +
+    assert torch.all(F.hadamard_matrix(16, seed=None)[0] > 0)
+
+
+@pytest.mark.parametrize("d", [80, 100, 40, 0])
+def test_hadamard_unsupported_dims(d):
+    with pytest.raises(ValueError, match="Hadamard"):
+        F.hadamard_matrix(d)
+    if d:
+        with pytest.raises(ValueError, match="Hadamard"):
+            F.hadamard(torch.zeros(2, d))
+
+
+# ---- the emulated FP8 kernel ---------------------------------------------------------------------
+def naive_fp8(q8, k8, v8, qd, kd, vd, scale, mask, p_offset=0.0):
+    """One row at a time, float64, the kernel's steps written out (P rounded to e4m3)."""
+    sq, hq, d = q8.shape
+    hk, dv = k8.shape[1], v8.shape[-1]
+    out = torch.zeros(sq, hq, dv, dtype=torch.float64)
+    for h in range(hq):
+        j = h // (hq // hk)
+        for i in range(sq):
+            keys = mask[i].nonzero().flatten()
+            if keys.numel() == 0:
+                continue
+            mult = torch.tensor(scale, dtype=torch.float32) * qd[j] * kd[j]  # folded once, in fp32
+            s = (k8[keys, j].double() @ q8[i, h].double()) * mult.double()
+            p = torch.exp2((s - s.max()) * math.log2(math.e) + p_offset)
+            p8 = p.clamp(max=448).to(E4M3).double()
+            out[i, h] = (p8 @ v8[keys, j].double()) * vd[j].double() / p.sum()
+    return out
+
+
+@pytest.mark.parametrize("sq,sk,causal,window", [(7, 9, False, (-1, -1)), (9, 4, True, (-1, -1)),
+                                                 (6, 11, False, (2, 1))])
+@pytest.mark.parametrize("p_offset", [0.0, 8.0])
+def test_emulation_matches_naive_kernel_steps(sq, sk, causal, window, p_offset):
+    q8, qd = F.quantize(rnd(1, sq, 4, 32, seed=1), 2)
+    k8, kd = F.quantize(rnd(1, sk, 2, 32, seed=2))
+    v8, vd = F.quantize(rnd(1, sk, 2, 16, seed=3))
+    out, lse = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, causal=causal, window_size=window, softmax_scale=0.3,
+                                      out_dtype=None, compute_dtype=torch.float64, p_offset_log2=p_offset)
+    mask = visible_mask(sq, sk, causal, window)
+    want = naive_fp8(q8[0], k8[0], v8[0], qd[0], kd[0], vd[0], 0.3, mask, p_offset)
+    torch.testing.assert_close(out[0], want, rtol=1e-12, atol=1e-12)
+    # the LSE does not depend on the rounding: equal to the float64 reference on dequantized inputs
+    _, lref = attention_ref(F.dequantize(q8, qd), F.dequantize(k8, kd), F.dequantize(v8, vd), causal=causal,
+                            window_size=window, softmax_scale=0.3)
+    fin = torch.isfinite(lref)
+    assert torch.equal(torch.isfinite(lse), fin)
+    torch.testing.assert_close(lse[fin].double(), lref[fin], rtol=1e-6, atol=1e-6)
+    if not fin.all():
+        assert torch.all(out.permute(0, 2, 1, 3)[~fin] == 0)  # rows that see no key are 0
+
+
+def test_emulation_error_vs_float64_on_dequantized_inputs():
+    """Against ref64 on the dequantized inputs the only errors are P's e4m3 rounding and fp32/bf16
+    rounding: small, but clearly not zero (the 2x rule's denominator must not vanish)."""
+    q8, qd = F.quantize(rnd(2, 300, 4, 64, seed=1, scale=2.0), 2)
+    k8, kd = F.quantize(rnd(2, 250, 2, 64, seed=2))
+    v8, vd = F.quantize(rnd(2, 250, 2, 64, seed=3))
+    deq = [F.dequantize(x, d) for x, d in ((q8, qd), (k8, kd), (v8, vd))]
+    for causal, cap in ((False, 0.0), (True, 0.0), (False, 5.0)):
+        ref, lref = attention_ref(*deq, causal=causal, softcap=cap)
+        emu, lemu = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, causal=causal, softcap=cap)
+        assert emu.dtype == torch.bfloat16 and lemu.dtype == torch.float32
+        err = (emu.double() - ref).abs()
+        assert 1e-4 < err.max() < 5e-2 and err.pow(2).mean().sqrt() < 1e-2
+        torch.testing.assert_close(lemu.double(), lref, rtol=1e-5, atol=1e-5)
+        # with the +8 exponent offset the P rounding error shrinks (fewer subnormal probabilities)
+        emu8, _ = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, causal=causal, softcap=cap,
+                                         p_offset_log2=8, out_dtype=None)
+        emu0, _ = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, causal=causal, softcap=cap, out_dtype=None)
+        assert (emu8.double() - ref).pow(2).mean() < (emu0.double() - ref).pow(2).mean()
+
+
+def test_emulation_varlen_equals_dense_per_sequence():
+    lens_q, lens_k = [3, 0, 40], [5, 7, 33]
+    cq = torch.tensor([0, 3, 3, 43], dtype=torch.int32)
+    ck = torch.tensor([0, 5, 12, 45], dtype=torch.int32)
+    q8, qd = F.quantize(rnd(43, 4, 64, seed=1), 2, layout="thd", cu_seqlens=cq)
+    k8, kd = F.quantize(rnd(45, 2, 64, seed=2), layout="thd", cu_seqlens=ck)
+    v8, vd = F.quantize(rnd(45, 2, 64, seed=3), layout="thd", cu_seqlens=ck)
+    out, lse = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, causal=True, cu_seqlens_q=cq, cu_seqlens_k=ck)
+    for b in range(3):
+        a, e, ka, ke = cq[b], cq[b + 1], ck[b], ck[b + 1]
+        o, l = attention_fp8_emulated(q8[a:e][None], k8[ka:ke][None], v8[ka:ke][None], qd[b:b + 1],
+                                      kd[b:b + 1], vd[b:b + 1], causal=True)
+        assert torch.equal(o[0], out[a:e]) and torch.equal(l[0], lse[:, a:e])
+
+
+# ---- the FP8 mode: validation, fake tensors, tracing ---------------------------------------------
+def cu_empty(*s, dtype=torch.bfloat16):
+    return torch.empty(*s, dtype=dtype, device="cuda")
+
+
+def test_fp8_argument_errors():
+    with FakeTensorMode():
+        q = cu_empty(1, 8, 4, HD)
+        with pytest.raises(TypeError, match="fp8"):
+            flashcute.flash_attn_func(q, q, q, fp8="e4m3")
+        with pytest.raises(TypeError, match="FP8Config.rotate"):
+            flashcute.FP8Config(rotate=1)
+        with pytest.raises(TypeError, match="FP8Config.seed"):
+            flashcute.FP8Config(seed=1.5)
+        with pytest.raises(ValueError, match="FP8Config.seed"):
+            flashcute.FP8Config(seed=-1)
+        q8 = cu_empty(1, 8, 4, HD, dtype=E4M3)
+        with pytest.raises(TypeError, match="flash_attn_interface"):
+            flashcute.flash_attn_func(q8, q8, q8, fp8=True)
+        with pytest.raises(TypeError, match="FP8 mode"):
+            flashcute.flash_attn_func(q.float(), q.float(), q.float(), fp8=True)
+        with pytest.raises(ValueError, match="sm80"):
+            flashcute.flash_attn_func(q, q, q, fp8=True, backend="sm80")
+        with pytest.raises(ValueError, match="descale"):
+            V.check_fwd(q, q, q, fp8_mode=F.FP8Config(), descales=(torch.ones(1, 4), None, None))
+        with pytest.raises(ValueError, match="rotate=False"):
+            V.check_head_dims = V.check_head_dims  # (the compiled head dims all have rotations)
+            bad = cu_empty(1, 8, 4, 80)
+            orig = V.check_head_dims
+            try:
+                V.check_head_dims = lambda *a: None
+                V.check_fwd(bad, bad, bad, fp8_mode=F.FP8Config())
+            finally:
+                V.check_head_dims = orig
+    with pytest.raises(ValueError, match="CUDA"):
+        x = torch.zeros(1, 8, 4, HD, dtype=torch.bfloat16)
+        flashcute.flash_attn_func(x, x, x, fp8=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("fp8", [True, F.FP8Config(rotate=False), F.FP8Config(seed=9)])
+def test_fp8_mode_fake_shapes(dtype, fp8):
+    with FakeTensorMode():
+        q, k = cu_empty(2, 33, 8, HD, dtype=dtype), cu_empty(2, 17, 2, HD, dtype=dtype)
+        out, lse = flashcute.flash_attn_func(q, k, k, fp8=fp8, causal=True, return_lse=True)
+        assert out.shape == (2, 33, 8, HD) and out.dtype == dtype and lse.shape == (2, 8, 33)
+        o = flashcute.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), k.transpose(1, 2),
+                                                   enable_gqa=True, fp8=fp8)
+        assert o.shape == (2, 8, 33, HD) and o.dtype == dtype
+        qv, kv = cu_empty(20, 8, HD, dtype=dtype), cu_empty(30, 2, HD, dtype=dtype)
+        cu = torch.empty(4, dtype=torch.int32, device="cuda")
+        out, lse = flashcute.flash_attn_varlen_func(qv, kv, kv, cu, cu, 10, 12, fp8=fp8, return_lse=True)
+        assert out.shape == (20, 8, HD) and out.dtype == dtype and lse.shape == (8, 20)
+        x8, ds = F.quantize(q, 2, rotate=True)
+        assert x8.dtype == E4M3 and x8.shape == q.shape and ds.shape == (2, 2) and ds.dtype == torch.float32
+
+
+def test_fp8_mode_traces_into_one_graph(monkeypatch):
+    """torch.compile(fullgraph=True) of the FP8 mode: no graph break (it would raise), and the graph
+    holds the quantize op three times and the attention op once. Traced on CPU tensors with the
+    CUDA-device check switched off and a backend that only records the graph."""
+    import flashcute._api as api
+    monkeypatch.setattr(api.V, "check_cuda", lambda *a: None)
+    graphs = []
+
+    class Captured(Exception):
+        pass
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+
+        def run(*args):
+            raise Captured()
+        return run
+
+    def f(q, k, v):
+        return flashcute.flash_attn_func(q, k, v, causal=True, fp8=flashcute.FP8Config(seed=3))
+
+    torch._dynamo.reset()
+    q, k = rnd(1, 16, 4, HD), rnd(1, 16, 2, HD, seed=1)
+    with pytest.raises(Captured):
+        torch.compile(f, fullgraph=True, backend=backend)(q, k, k)
+    code = graphs[0].code
+    assert code.count("flashcute.fp8_quantize") == 3 and code.count("flashcute.fwd") == 1
+    torch._dynamo.reset()
