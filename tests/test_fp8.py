@@ -130,6 +130,21 @@ def test_quantize_op_opcheck():
                           test_utils=("test_schema", "test_faketensor"))
 
 
+def test_quantize_qkv_equals_three_quantizes_and_opcheck():
+    q, k, v = rnd(2, 9, 8, 64, seed=1), rnd(2, 7, 2, 64, seed=2), rnd(2, 7, 2, 64, seed=3)
+    q8, k8, v8, (qd, kd, vd) = F.quantize_qkv(q, k, v, rotate=True, seed=4)
+    for (a8, ad), (b8, bd) in zip(((q8, qd), (k8, kd), (v8, vd)),
+                                  (F.quantize(q, 2, rotate=True, seed=4), F.quantize(k, 2, rotate=True, seed=4),
+                                   F.quantize(v, 2))):
+        assert torch.equal(ad, bd) and torch.equal(a8.float(), b8.float())
+    cu_q = torch.tensor([0, 4, 9], dtype=torch.int32)
+    cu_k = torch.tensor([0, 3, 7], dtype=torch.int32)
+    for args in ((q, k, v, 2, True, 4, None, None, "auto"),
+                 (q[0], k[0], v[0], 2, False, 0, cu_q, cu_k, "torch")):
+        torch.library.opcheck(torch.ops.flashcute.fp8_quantize_qkv.default, args,
+                              test_utils=("test_schema", "test_faketensor"))
+
+
 # ---- hadamard ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("d", [1, 2, 16, 64, 96, 128, 192, 256, 12, 48])
 def test_hadamard_matrix_is_orthogonal(d):
@@ -339,5 +354,5 @@ def test_fp8_mode_traces_into_one_graph(monkeypatch):
     with pytest.raises(Captured):
         torch.compile(f, fullgraph=True, backend=backend)(q, k, k)
     code = graphs[0].code
-    assert code.count("flashcute.fp8_quantize") == 3 and code.count("flashcute.fwd") == 1
+    assert code.count("flashcute.fp8_quantize_qkv") == 1 and code.count("flashcute.fwd") == 1
     torch._dynamo.reset()

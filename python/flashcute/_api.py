@@ -24,12 +24,8 @@ _FP8_DOC = """
 
 def _fp8_inputs(q, k, v, cfg, cu_seqlens_q=None, cu_seqlens_k=None):
     """(q8, k8, v8, (q_descale, k_descale, v_descale)) for the FP8 mode; FA layout views in."""
-    hk = k.shape[-2]
-    lay = "bshd" if cu_seqlens_q is None else "thd"
-    q8, qd = _fp8.quantize(q, hk, rotate=cfg.rotate, seed=cfg.seed, layout=lay, cu_seqlens=cu_seqlens_q)
-    k8, kd = _fp8.quantize(k, hk, rotate=cfg.rotate, seed=cfg.seed, layout=lay, cu_seqlens=cu_seqlens_k)
-    v8, vd = _fp8.quantize(v, hk, layout=lay, cu_seqlens=cu_seqlens_k)
-    return q8, k8, v8, (qd, kd, vd)
+    return _fp8.quantize_qkv(q, k, v, rotate=cfg.rotate, seed=cfg.seed, cu_seqlens_q=cu_seqlens_q,
+                             cu_seqlens_k=cu_seqlens_k)
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,

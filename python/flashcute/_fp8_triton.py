@@ -5,8 +5,9 @@ Two passes over x (batch, seqlen, heads, d), any strides with a contiguous last 
   amax_pass: per tile of rows of one (batch, head): y = x @ M in fp32 (M the +-1 rotation, a
              tensor-core dot; or y = x), running max |y| over the program's rows, one
              atomic_max into amax[batch, head // group] (max is order-free: deterministic).
-  cast_pass: the same y, times scale[batch, head // group], saturated to +-448, rounded to
-             nearest even into float8_e4m3fn, stored contiguous.
+  cast_pass: the same y, times 448 / amax[batch, head // group], saturated to +-448, rounded
+             to nearest even into float8_e4m3fn, stored contiguous; also writes the descales
+             (no separate torch ops: the mode's host overhead is a few launches per tensor).
 Recomputing y in pass 2 costs a second read of x but no write + read of a rotated copy: per
 64 MB bf16 tensor about 64 + 64 + 32 MB of HBM traffic, and the d x d dot is ~2 d flops per
 element (well under the memory time on Hopper). M (d x d, at most 128 KB in bf16) is re-read by
@@ -61,8 +62,9 @@ def _amax_kernel(x_ptr, m_ptr, amax_ptr, S, H, G, HK, D, sxb, sxs, sxh,
 
 
 @triton.jit
-def _cast_kernel(x_ptr, m_ptr, scale_ptr, out_ptr, S, H, G, HK, D, sxb, sxs, sxh, sob, sos, soh,
-                 BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, STEPS: tl.constexpr, ROTATE: tl.constexpr):
+def _cast_kernel(x_ptr, m_ptr, amax_ptr, descale_ptr, out_ptr, norm_over_max, S, H, G, HK, D, sxb, sxs, sxh,
+                 sob, sos, soh, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, STEPS: tl.constexpr,
+                 ROTATE: tl.constexpr):
     pid_s = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // H
@@ -71,7 +73,13 @@ def _cast_kernel(x_ptr, m_ptr, scale_ptr, out_ptr, S, H, G, HK, D, sxb, sxs, sxh
     m = _load_m(m_ptr, cols, D, ROTATE)
     base = b.to(tl.int64) * sxb + h.to(tl.int64) * sxh
     obase = b.to(tl.int64) * sob + h.to(tl.int64) * soh
-    scale = tl.load(scale_ptr + b * HK + h // G)
+    # scale and descale from the slot's amax, with the torch path's exact fp32 arithmetic
+    # (IEEE division, not the approximate one); an all-zero slot gets scale 1.
+    amax = tl.load(amax_ptr + b * HK + h // G)
+    safe = tl.where(amax > 0, amax, 448.0)
+    scale = tl.math.div_rn(448.0, safe)
+    if (pid_s == 0) & (h % G == 0):
+        tl.store(descale_ptr + b * HK + h // G, safe * norm_over_max)
     for i in range(STEPS):
         rows = (pid_s * STEPS + i) * BLOCK_S + tl.arange(0, BLOCK_S)
         y, ok = _load_rotated(x_ptr, m, base, rows, cols, S, D, sxs, ROTATE)
@@ -100,11 +108,13 @@ def amax_pass(x, m, amax, heads_k):
                        num_warps=NUM_WARPS)
 
 
-def cast_pass(x, m, scale, out, heads_k):
-    """out (float8_e4m3fn, x's shape) = sat(x @ m * scale[b, h // group]) rounded to nearest even."""
+def cast_pass(x, m, amax, norm, descale, out, heads_k):
+    """out (float8_e4m3fn, x's shape) = sat(x @ m * 448 / amax[b, h // group]) rounded to nearest
+    even; descale (batch, heads_k) float32 = amax * norm / 448 (fp8._descale_and_scale's rule)."""
     x = _last_dim_contiguous(x)
     dims, block_d, grid = _geometry(x, heads_k)
-    _cast_kernel[grid](x, x if m is None else m, scale, out, *dims, x.stride(0), x.stride(1), x.stride(2),
+    _cast_kernel[grid](x, x if m is None else m, amax, descale, out, norm / 448.0, *dims,
+                       x.stride(0), x.stride(1), x.stride(2),
                        out.stride(0), out.stride(1), out.stride(2),
                        BLOCK_S=BLOCK_S, BLOCK_D=block_d, STEPS=STEPS, ROTATE=m is not None,
                        num_warps=NUM_WARPS)

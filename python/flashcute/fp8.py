@@ -280,27 +280,47 @@ def _use_triton(x, cu_seqlens, impl) -> bool:
     if impl == "torch":
         return False
     ok = (x.device.type == "cuda" and cu_seqlens is None and x.dtype in (torch.bfloat16, torch.float16)
-          and x.shape[-1] <= 256)
+          and x.shape[-1] <= 256 and x.numel() > 0 and x.shape[0] * x.shape[2] <= 65535)
     if impl == "triton":
         if not ok or _triton_kernels() is None:
-            raise ValueError("impl: 'triton' needs a dense CUDA bf16/fp16 tensor with head dim <= 256 and "
-                             "an importable triton")
+            raise ValueError("impl: 'triton' needs a non-empty dense CUDA bf16/fp16 tensor with head dim "
+                             "<= 256, batch * heads <= 65535, and an importable triton")
         return True
     return ok and _triton_kernels() is not None
 
 
+def _quantize_triton(x, heads_k, rotate, seed, amax):
+    """Triton path; amax: a zero-filled (batch, heads_k) float32 buffer (a slice of a shared one)."""
+    kern = _triton_kernels()
+    d = x.shape[-1]
+    m = _signed_pm1(d, seed, x.device, x.dtype) if rotate else None
+    kern.amax_pass(x, m, amax, heads_k)
+    x8 = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+    descale = torch.empty_like(amax)
+    kern.cast_pass(x, m, amax, 1.0 / math.sqrt(d) if rotate else 1.0, descale, x8, heads_k)
+    return x8, descale
+
+
 def _quantize_impl(x, heads_k, rotate, seed, cu_seqlens, impl="auto"):
     if _use_triton(x, cu_seqlens, impl):
-        kern = _triton_kernels()
-        d = x.shape[-1]
-        m = _signed_pm1(d, seed, x.device, x.dtype) if rotate else None
         amax = torch.zeros(x.shape[0], heads_k, dtype=torch.float32, device=x.device)
-        kern.amax_pass(x, m, amax, heads_k)
-        descale, scale = _descale_and_scale(amax, 1.0 / math.sqrt(d) if rotate else 1.0)
-        x8 = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
-        kern.cast_pass(x, m, scale, x8, heads_k)
-        return x8, descale
+        return _quantize_triton(x, heads_k, rotate, seed, amax)
     return _quantize_torch(x, heads_k, rotate, seed, cu_seqlens)
+
+
+def _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl="auto"):
+    """The FP8 mode's three quantizations; on the Triton path with one zero-filled amax buffer
+    for all three (one memset, then two launches per tensor)."""
+    if all(_use_triton(t, cu, impl) for t, cu in ((q, cu_seqlens_q), (k, cu_seqlens_k), (v, cu_seqlens_k))):
+        amax = torch.zeros(3, q.shape[0], heads_k, dtype=torch.float32, device=q.device)
+        q8, qd = _quantize_triton(q, heads_k, rotate, seed, amax[0])
+        k8, kd = _quantize_triton(k, heads_k, rotate, seed, amax[1])
+        v8, vd = _quantize_triton(v, heads_k, False, seed, amax[2])
+    else:
+        q8, qd = _quantize_impl(q, heads_k, rotate, seed, cu_seqlens_q, impl)
+        k8, kd = _quantize_impl(k, heads_k, rotate, seed, cu_seqlens_k, impl)
+        v8, vd = _quantize_impl(v, heads_k, False, seed, cu_seqlens_k, impl)
+    return q8, k8, v8, qd, kd, vd
 
 
 # The custom op: opaque to torch.compile (fullgraph works; register_fake gives shapes), and the
@@ -316,6 +336,33 @@ def _fp8_quantize_fake(x, heads_k, rotate, seed, cu_seqlens, impl):
     batch = x.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
     x8 = x.new_empty(x.shape, dtype=torch.float8_e4m3fn)
     return x8, x.new_empty((batch, heads_k), dtype=torch.float32)
+
+
+@torch.library.custom_op("flashcute::fp8_quantize_qkv", mutates_args=())
+def _fp8_quantize_qkv_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads_k: int, rotate: bool, seed: int,
+                         cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
+                         impl: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                             torch.Tensor]:
+    """The FP8 mode's quantization of q, k (rotated when `rotate`) and v in one op call: one
+    Python dispatch instead of three keeps the host overhead below the GPU time."""
+    return _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl)
+
+
+@_fp8_quantize_qkv_op.register_fake
+def _fp8_quantize_qkv_fake(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl):
+    out = []
+    for t, cu in ((q, cu_seqlens_q), (k, cu_seqlens_k), (v, cu_seqlens_k)):
+        out.append(_fp8_quantize_fake(t, heads_k, rotate, seed, cu, impl))
+    return out[0][0], out[1][0], out[2][0], out[0][1], out[1][1], out[2][1]
+
+
+def quantize_qkv(q, k, v, *, rotate=True, seed=0, cu_seqlens_q=None, cu_seqlens_k=None, impl="auto"):
+    """The FP8 mode's inputs: (q8, k8, v8, (q_descale, k_descale, v_descale)) from FA-layout q
+    (b, s, hq, d) / k, v (b, s, hk, .) -- or packed (total, h, d) with cu_seqlens -- with
+    heads_k = k's heads (q's scale per GQA group), q and k rotated by the same seeded R."""
+    x8 = torch.ops.flashcute.fp8_quantize_qkv(q, k, v, k.shape[-2], rotate, int(seed), cu_seqlens_q,
+                                              cu_seqlens_k, impl)
+    return x8[0], x8[1], x8[2], (x8[3], x8[4], x8[5])
 
 
 _LAYOUTS = ("bshd", "bhsd", "thd")

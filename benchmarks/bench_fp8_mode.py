@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""FP8 mode benchmark (CUDA only): what the bf16-input FP8 mode costs, piece by piece, next to the
+bf16 kernel and cuDNN, in one process on the same inputs.
+
+Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_attention.py):
+  quant         flashcute.fp8.quantize of q and k (rotated) and v: the mode's overhead
+  quant-torch   the same through the torch-op fallback (impl="torch"), for information
+  fp8-kernel    the FP8 kernel alone on pre-quantized e4m3 q, k, v with descales
+  fp8-mode      flashcute.flash_attn_func(q, k, v, fp8=True): quantize + rotate + attention
+  fp8-mode-norot  the same with FP8Config(rotate=False)
+  bf16          flashcute.flash_attn_func on the bf16 inputs
+  cudnn         torch SDPA with the cuDNN backend, bf16, contiguous (b, h, s, d) inputs
+plus fp8-mode's speedup over bf16 (the target: >= 1.1x at seqlen >= 4k, hdim 128) and the
+quantize traffic in GB/s (bytes read + written by the fused path: 2 reads of x, 1 write of x8).
+
+Shapes: FlashAttention's convention, batch * seqlen = --total-tokens (16384), heads * hdim =
+--model-dim (2048), heads_k = heads (use --gqa for heads_k = heads / ratio).
+
+    python benchmarks/bench_fp8_mode.py --json fp8_mode.json
+    python benchmarks/bench_fp8_mode.py --seqlens 4096 --hdims 128 --causal both
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import gc
+import json
+import os
+import shlex
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_attention import environment, make_timer, tflops  # noqa: E402  (same folder)
+
+COLUMNS = ("quant", "quant-torch", "fp8-kernel", "fp8-mode", "fp8-mode-norot", "bf16", "cudnn")
+
+
+def _ints(text):
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seqlens", type=_ints, default=[1024, 4096, 16384])
+    p.add_argument("--hdims", type=_ints, default=[128, 256])
+    p.add_argument("--causal", choices=("no", "yes", "both"), default="no")
+    p.add_argument("--total-tokens", type=int, default=16384)
+    p.add_argument("--model-dim", type=int, default=2048)
+    p.add_argument("--gqa", type=int, default=1, help="heads / heads_k (1: MHA)")
+    p.add_argument("--columns", default=",".join(COLUMNS))
+    p.add_argument("--warmup", type=float, default=25)
+    p.add_argument("--rep", type=float, default=100)
+    p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--dry-run", action="store_true", help="list the cases; no GPU needed")
+    a = p.parse_args(argv)
+    a.columns = [c for c in a.columns.split(",") if c]
+    bad = [c for c in a.columns if c not in COLUMNS]
+    if bad:
+        p.error(f"--columns: unknown {bad}; allowed {COLUMNS}")
+    return a
+
+
+def make_cases(a):
+    cases = []
+    for d in a.hdims:
+        for c in {"no": [False], "yes": [True], "both": [False, True]}[a.causal]:
+            for s in a.seqlens:
+                b, h = max(1, a.total_tokens // s), a.model_dim // d
+                flops = 4 * b * h * s * s * d // (2 if c else 1)
+                cases.append(dict(hdim=d, causal=c, seqlen=s, batch=b, heads=h, heads_k=max(1, h // a.gqa),
+                                  flops=flops))
+    return cases
+
+
+def runners(case, torch, flashcute):
+    """{column: fn} on fresh inputs for one case."""
+    from flashcute import fp8 as F
+    from flashcute import flash_attn_interface as fai
+
+    b, s, h, hk, d, causal = (case[k] for k in ("batch", "seqlen", "heads", "heads_k", "hdim", "causal"))
+    q = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, s, hk, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(b, s, hk, d, device="cuda", dtype=torch.bfloat16)
+    q8, qd = F.quantize(q, hk, rotate=True)
+    k8, kd = F.quantize(k, hk, rotate=True)
+    v8, vd = F.quantize(v, hk)
+    bhsd = [t.transpose(1, 2).contiguous() for t in (q, k, v)]
+    norot = F.FP8Config(rotate=False)
+
+    def quant(impl):
+        def fn():
+            return (F.quantize(q, hk, rotate=True, impl=impl), F.quantize(k, hk, rotate=True, impl=impl),
+                    F.quantize(v, hk, impl=impl))
+        return fn
+
+    def cudnn():
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            return torch.nn.functional.scaled_dot_product_attention(*bhsd, is_causal=causal, enable_gqa=hk != h)
+
+    return {
+        "quant": quant("auto"),
+        "quant-torch": quant("torch"),
+        "fp8-kernel": lambda: fai.flash_attn_func(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd,
+                                                  v_descale=vd),
+        "fp8-mode": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True),
+        "fp8-mode-norot": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=norot),
+        "bf16": lambda: flashcute.flash_attn_func(q, k, v, causal=causal),
+        "cudnn": cudnn,
+    }
+
+
+def quant_bytes(case):
+    """HBM bytes of the fused quantize of q, k, v: each read twice (bf16) and written once (e4m3)."""
+    n_q = case["batch"] * case["seqlen"] * case["heads"] * case["hdim"]
+    n_kv = case["batch"] * case["seqlen"] * case["heads_k"] * case["hdim"]
+    return (n_q + 2 * n_kv) * (2 + 2 + 1)
+
+
+def table(results, cols):
+    head = ["hdim", "causal", "seqlen"] + [f"{c} ms" for c in cols] + ["mode÷bf16 speedup", "quant GB/s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        ms = r["ms"]
+        row = [str(r["hdim"]), "yes" if r["causal"] else "no", str(r["seqlen"])]
+        row += ["n/a" if ms.get(c) is None else f"{ms[c]:.3f}" for c in cols]
+        sp = (ms["bf16"] / ms["fp8-mode"]) if ms.get("bf16") and ms.get("fp8-mode") else None
+        row.append("n/a" if sp is None else f"{sp:.2f}x")
+        gbs = quant_bytes(r) / (ms["quant"] * 1e-3) / 1e9 if ms.get("quant") else None
+        row.append("n/a" if gbs is None else f"{gbs:.0f}")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    cases = make_cases(a)
+    if a.dry_run:
+        for c in cases:
+            print(c)
+        return 0
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit("bench_fp8_mode: needs a CUDA device (--dry-run lists the cases)")
+    import triton
+    import flashcute
+
+    bench, timer = make_timer(torch, triton, a.warmup, a.rep)
+    env = environment(torch, triton, flashcute, None, None, "not used")
+    print(f"# {env.get('gpu')} | torch {env['torch']} | triton {env['triton']} | {timer}", flush=True)
+    results = []
+    for case in cases:
+        rec = dict(case, ms={}, tflops={}, errors={})
+        fns = runners(case, torch, flashcute)
+        for col in a.columns:
+            try:
+                fns[col]()
+                torch.cuda.synchronize()
+                ms = bench(fns[col])
+                rec["ms"][col] = ms
+                if col in ("fp8-kernel", "fp8-mode", "fp8-mode-norot", "bf16", "cudnn"):
+                    rec["tflops"][col] = tflops(case["flops"], ms)
+            except Exception as e:  # noqa: BLE001  one column failing must not stop the sweep
+                rec["errors"][col] = f"{type(e).__name__}: {e}"[:300]
+                rec["ms"][col] = None
+        print(f"hdim={case['hdim']} causal={case['causal']} seqlen={case['seqlen']}: "
+              + " ".join(f"{c}={rec['ms'][c]:.3f}ms" if rec["ms"].get(c) else f"{c}=n/a" for c in a.columns),
+              flush=True)
+        results.append(rec)
+        del fns
+        gc.collect()
+        torch.cuda.empty_cache()
+    print()
+    print(table(results, a.columns))
+    for r in results:
+        for c, e in r["errors"].items():
+            print(f"- n/a {c} (hdim {r['hdim']}, seqlen {r['seqlen']}): {e}")
+    if a.json:
+        report = {"command": " ".join(shlex.quote(x) for x in sys.argv),
+                  "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                  "environment": env, "timer": timer, "config": vars(a), "results": results}
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+        print(f"wrote {a.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
