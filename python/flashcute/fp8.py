@@ -27,7 +27,9 @@ max; pass 2: read x again, rotate, scale, saturate, cast to e4m3, write) -- no r
 ever written. Otherwise (CPU, varlen, fp32 input, no Triton) the same arithmetic runs as torch
 ops. Both paths compute the rotation in fp32 (the +-1 matrix is exact in bf16/fp16; 1/sqrt(d)
 is folded into the descale), then x * (448 / amax), saturate to +-448, round to nearest even.
-Inputs must be finite (an inf/NaN makes its (batch, head) slot non-finite).
+Inputs must be finite (an inf/NaN makes its (batch, head) slot non-finite). The rotation
+matrix is copied to a device once per (d, seed, device, dtype) and cached: make the first call
+outside CUDA-graph capture (any warm-up does), as a host-to-device copy cannot be captured.
 """
 from __future__ import annotations
 
@@ -249,14 +251,14 @@ def _quantize_torch(x, heads_k, rotate, seed, cu_seqlens):
     y = _rotated_fp32(x, rotate, seed)
     if cu_seqlens is None:
         b = x.shape[0]
-        amax = torch.linalg.vector_norm(y.view(b, x.shape[1], heads_k, g, d), math.inf, dim=(1, 3, 4))
+        amax = torch.linalg.vector_norm(y.reshape(b, x.shape[1], heads_k, g, d), math.inf, dim=(1, 3, 4))
         descale, scale = _descale_and_scale(amax, norm)
         x8 = _cast_e4m3(y * scale.repeat_interleave(g, 1)[:, None, :, None])
         return x8.contiguous(), descale
     batch = cu_seqlens.shape[0] - 1
     total = x.shape[0]
     seq = _rows_to_sequences(cu_seqlens, total)
-    row_amax = torch.linalg.vector_norm(y.view(total, heads_k, g * d), math.inf, dim=2)
+    row_amax = torch.linalg.vector_norm(y.reshape(total, heads_k, g * d), math.inf, dim=2)
     amax = torch.zeros(batch + 1, heads_k, dtype=torch.float32, device=x.device)
     amax.scatter_reduce_(0, seq.unsqueeze(1).expand(total, heads_k), row_amax, "amax", include_self=True)
     descale, scale = _descale_and_scale(amax, norm)
