@@ -44,9 +44,10 @@ import sys
 import time
 import traceback
 
-IMPL_CHOICES = ("flashcute", "cudnn", "fa2", "flex", "fa3")
+# flashcute_bf16: flashcute's 16-bit kernel, for --dtype fp8 (FP8 vs bf16 in the same run)
+IMPL_CHOICES = ("flashcute", "flashcute_bf16", "cudnn", "fa2", "flex", "fa3")
 BACKEND_CHOICES = ("auto", "sm80", "sm90")
-PRETTY = {"cudnn": "cuDNN", "fa2": "FA2", "flex": "Flex", "fa3": "FA3"}
+PRETTY = {"cudnn": "cuDNN", "fa2": "FA2", "flex": "Flex", "fa3": "FA3", "flashcute_bf16": "flashcute bf16"}
 DEVICE = "cuda"  # a module attribute only so that a CPU smoke test can swap it
 # Default --check-atol per input dtype (a heuristic flag only; the raw diffs are always recorded).
 CHECK_ATOL = {"bf16": 2e-2, "fp16": 1e-2, "fp8": 2.5e-1}
@@ -331,7 +332,7 @@ class Impls:
         else:
             fa = bshd
         bhsd = [t.transpose(1, 2).contiguous() for t in bshd]
-        return {"bshd": fa, "bhsd": bhsd}
+        return {"bshd": fa, "bhsd": bhsd, "bshd16": bshd}
 
     # -- runners --------------------------------------------------------------------------------
     def runner(self, col, case, inputs):
@@ -341,13 +342,22 @@ class Impls:
         if col.startswith("flashcute"):
             if self.flashcute is None:
                 raise Unavailable(f"import flashcute failed: {self.flashcute_err}")
-            backend = col.split("-", 1)[1] if "-" in col else "auto"
-            q, k, v = inputs["bshd"]
+            if col == "flashcute_bf16":  # the 16-bit kernel on the same (dequantized) values
+                backend, (q, k, v) = "auto", inputs["bshd16"]
+            else:
+                backend = col.split("-", 1)[1] if "-" in col else "auto"
+                q, k, v = inputs["bshd"]
             fc = self.flashcute
+            if q.dtype == getattr(self.torch, "float8_e4m3fn", None):
+                # e4m3 inputs go through the FA3-compatible entry point (unit descales)
+                from flashcute import flash_attn_interface as fai
 
-            def fn():
-                return fc.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal,
-                                          backend=backend)
+                def fn():
+                    return fai.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
+            else:
+                def fn():
+                    return fc.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal,
+                                              backend=backend)
             return fn, contextlib.nullcontext, "bshd"
         if col == "fa3":
             if self.fa3 is None:
@@ -749,7 +759,8 @@ def dry_run(args, cases, cols):
 def main(argv=None):
     args = parse_args(argv)
     cases = make_cases(args)
-    impls = args.impls if args.impls is not None else list(IMPL_CHOICES)
+    impls = args.impls if args.impls is not None else [
+        i for i in IMPL_CHOICES if i != "flashcute_bf16" or args.dtype == "fp8"]
     cols = column_names(impls, args.backend)
     if args.dry_run:
         dry_run(args, cases, cols)

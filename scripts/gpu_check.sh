@@ -52,6 +52,14 @@ if [ "$mode" != tests ]; then
   echo "bench rc=$?" >> "$OUT/bench.txt"
   tail -60 "$OUT/bench.txt"
   cat "$OUT/bench.txt" >> "$log" && rm "$OUT/bench.txt"  # (at most 8 files come back from $OUT)
+  if [ -n "${FP8_MODE_ARGS:-}" ]; then  # e.g. FP8_MODE_ARGS="--hdims 128,256 --seqlens 1024,4096,16384"
+    stamp "FP8 mode benchmark (bench_fp8_mode.py $FP8_MODE_ARGS)"
+    timeout "${FP8_MODE_TIMEOUT:-180}" python3 benchmarks/bench_fp8_mode.py $FP8_MODE_ARGS --json "$OUT/fp8_mode.json" \
+      > "$OUT/fp8_mode.txt" 2>&1
+    echo "fp8 mode bench rc=$?" >> "$OUT/fp8_mode.txt"
+    tail -40 "$OUT/fp8_mode.txt"
+    cat "$OUT/fp8_mode.txt" >> "$log" && rm "$OUT/fp8_mode.txt"
+  fi
   if [ -d .carry/ablation ]; then  # scripts/build_ablation.sh
     stamp "kernel variants (bench_ablation.py)"
     timeout "${ABLATION_TIMEOUT:-120}" python3 benchmarks/bench_ablation.py --json "$OUT/ablation.json" \

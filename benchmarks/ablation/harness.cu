@@ -19,6 +19,20 @@ template <>
 int run_fwd_sm80<1, HD, HDV>(const FwdParams& p) {
   return sm80::launch_fwd<cutlass::bfloat16_t, HD, TILE_M, TILE_N, TILE_WARPS, TILE_MINBLOCKS>(p);
 }
+#elif FAMILY == 90 && defined(ABL_FP8)
+// The FP8 kernel (e4m3 in, bf16 out), with TileConfigFp8's tile or -DTILE_N=.. -DTILE_STAGES=..
+#ifndef TILE_N
+#define TILE_N sm90::TileConfigFp8<HD, HDV>::kN
+#define TILE_STAGES sm90::TileConfigFp8<HD, HDV>::kStages
+#endif
+struct AblFp8Cfg {
+  static constexpr int kN = TILE_N, kStages = TILE_STAGES;
+  static constexpr bool kAlias = false, kSections = sm90::TileConfigFp8<HD, HDV>::kSections;
+};
+template <>
+int run_fwd_sm90<2, HD, HDV>(const FwdParams& p) {
+  return sm90::run_fwd_typed<cutlass::float_e4m3_t, cutlass::bfloat16_t, AblFp8Cfg, HD, HDV>(p);
+}
 #elif FAMILY == 90 && defined(TILE_N)
 // An sm90 tile configuration other than TileConfig<HD, HDV>'s: -DTILE_N=.. -DTILE_STAGES=..
 // -DTILE_ALIAS=0|1 (O staged in Q's buffer).
@@ -30,6 +44,11 @@ int run_fwd_sm90<1, HD, HDV>(const FwdParams& p) {
 }
 #else
 template int FC_RUN<1, HD, HDV>(const FwdParams&);  // bf16 (what the benchmark times)
+#endif
+#ifdef ABL_FP8
+constexpr int kDtype = 2;  // e4m3 in, bf16 out
+#else
+constexpr int kDtype = 1;  // bf16
 #endif
 }
 
@@ -47,7 +66,7 @@ extern "C" __attribute__((visibility("default"))) int fc_fwd(int dtype, const vo
   p.o_batch_stride = strides[9]; p.o_row_stride = strides[10]; p.o_head_stride = strides[11];
   p.lse_batch_stride = strides[12]; p.lse_head_stride = strides[13];
   p.batch = batch; p.seqlen_q = sq; p.seqlen_k = sk; p.heads_q = hq; p.heads_k = hk;
-  p.head_group = hq / hk; p.head_dim = HD; p.head_dim_v = HDV; p.dtype = dtype; p.out_dtype = dtype;
+  p.head_group = hq / hk; p.head_dim = HD; p.head_dim_v = HDV; p.dtype = dtype; p.out_dtype = dtype == 2 ? 1 : dtype;
   p.softmax_scale = scale; p.scale_log2 = scale * 1.4426950408889634f;
   p.softcap = softcap;
   if (softcap > 0) { p.softcap_inv = scale / softcap; p.softcap_log2 = softcap * 1.4426950408889634f; }
@@ -55,5 +74,6 @@ extern "C" __attribute__((visibility("default"))) int fc_fwd(int dtype, const vo
   p.cu_seqlens_q = cu_q; p.cu_seqlens_k = cu_k; p.seqused_k = seqused_k;
   p.total_q = total_q; p.total_k = total_k;
   p.num_sms = num_sms; p.stream = stream;
-  return dtype == 1 ? flashcute::FC_RUN<1, HD, HDV>(p) : 1 /* cudaErrorInvalidValue: bf16 only */;
+  return dtype == flashcute::kDtype ? flashcute::FC_RUN<flashcute::kDtype, HD, HDV>(p)
+                                    : 1 /* cudaErrorInvalidValue: the one compiled dtype only */;
 }

@@ -37,10 +37,10 @@ def _load_rotated(x_ptr, m, base, rows, cols, S, D, sxs, ROTATE: tl.constexpr):
 
 @triton.jit
 def _load_m(m_ptr, cols, D, ROTATE: tl.constexpr):
-    if ROTATE:
-        mm = (cols[:, None] < D) & (cols[None, :] < D)
-        return tl.load(m_ptr + cols[:, None] * D + cols[None, :], mask=mm, other=0.0)
-    return 0
+    """The (BLOCK_D, BLOCK_D) rotation tile; without ROTATE a fully masked load (never read):
+    one return type for both cases (triton 3.6 rejects a tensor and an int from one function)."""
+    mm = (cols[:, None] < D) & (cols[None, :] < D) & ROTATE
+    return tl.load(m_ptr + cols[:, None] * D + cols[None, :], mask=mm, other=0.0)
 
 
 @triton.jit

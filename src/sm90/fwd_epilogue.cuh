@@ -23,7 +23,7 @@ using namespace cute;
 
 template <class Traits>
 struct Epilogue {
-  using Element = typename Traits::Element;
+  using Element = typename Traits::ElementO;  // what is written: the output type
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kHeadDimV = Traits::kHeadDimV;
   static constexpr int kChunks = kHeadDimV / 8;  // 16-byte chunks per row
@@ -59,17 +59,17 @@ struct Epilogue {
     }
   }
 
+  // scale_log2: the score scale the mainloop used; o_scale: FP8's v_descale (1 otherwise).
   template <class KP, class TensorO, class Softmax>
   CUTE_DEVICE void store(KP const& kp, SharedStorage& ss, SeqInfo const& seq, int h, int m_block,
-                         TensorO& tOrO, Softmax& softmax) const {
+                         TensorO& tOrO, Softmax& softmax, float scale_log2, float o_scale) const {
     FwdParams const& p = kp.p;
     TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(tid);
-    const float scale_log2 = p.softcap > 0.f ? p.softcap_log2 : p.scale_log2;
 
     constexpr int kRows = decltype(size<0>(acc_rowcol(tOrO.layout())))::value;
     float lse[kRows];
-    softmax.finalize(make_tensor(tOrO.data(), acc_rowcol(tOrO.layout())), scale_log2, lse);
+    softmax.finalize(make_tensor(tOrO.data(), acc_rowcol(tOrO.layout())), scale_log2, lse, o_scale);
 
     // LSE: the 4 lanes of a row hold the same value; lane 0 of each quad writes it.
     if (p.lse != nullptr && (tid & 3) == 0) {

@@ -1,5 +1,7 @@
 // The sm90 forward kernel: a persistent, warp-specialised CTA that wires the roles together.
 //   warpgroup 0: producer. Drops to 24 registers; thread 0 walks the tiles and issues TMA loads.
+//   FP8: the whole warpgroup walks the tiles (48 registers) and transposes V behind thread 0's
+//   loads.
 //   warpgroups 1, 2: consumers. Raise to 240 registers; per tile run the mainloop (GEMMs +
 //   softmax) and the epilogue for their 64 rows.
 #pragma once
@@ -53,15 +55,30 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     cutlass::arch::ClusterTransactionBarrier::init(&ss.bar.q_full, 1);
     cutlass::arch::ClusterBarrier::init(&ss.bar.q_empty, Traits::kNumMmaThreads);
   }
+  using PipelineVt = typename Traits::PipelineVt;
   typename Pipeline::Params pk_params, pv_params;
-  pk_params.role = pv_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer
-                                                   : Pipeline::ThreadCategory::Consumer;
+  pk_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pk_params.is_leader = pv_params.is_leader = threadIdx.x == 0;  // the elected lane of warp 0
-  pk_params.num_consumers = pv_params.num_consumers = Traits::kNumMmaThreads;
+  pk_params.num_consumers = Traits::kNumMmaThreads;
   pk_params.transaction_bytes = Traits::kKStageBytes;
   pv_params.transaction_bytes = Traits::kVStageBytes;
+  if constexpr (Traits::kFp8) {
+    // V's TMA ring is read by the producer warpgroup itself (the transpose); V^T goes to the
+    // consumers through pipe_vt, every producer thread arriving once it has written its part.
+    pv_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::ProducerConsumer
+                                    : Pipeline::ThreadCategory::NonParticipant;
+    pv_params.num_consumers = 128;
+  } else {
+    pv_params.role = pk_params.role;
+    pv_params.num_consumers = Traits::kNumMmaThreads;
+  }
+  typename PipelineVt::Params pvt_params;
+  pvt_params.role = warpgroup == 0 ? PipelineVt::ThreadCategory::Producer : PipelineVt::ThreadCategory::Consumer;
+  pvt_params.producer_arv_count = 128;
+  pvt_params.consumer_arv_count = Traits::kNumMmaThreads;
   Pipeline pipe_k(ss.bar.pipe_k, pk_params, Shape<_1, _1, _1>{});
   Pipeline pipe_v(ss.bar.pipe_v, pv_params, Shape<_1, _1, _1>{});
+  PipelineVt pipe_vt(ss.bar.pipe_vt, pvt_params, cute::true_type{});
   cutlass::arch::fence_barrier_init();
   __syncthreads();  // barrier inits visible to every role before anyone waits on them
 
@@ -70,7 +87,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
 
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
-    if (threadIdx.x != 0) return;  // one thread issues every TMA load
+    if constexpr (!Traits::kFp8) {
+      if (threadIdx.x != 0) return;  // one thread issues every TMA load
+    }
     typename ML::Producer producer;
     for (int t = sched.first(); t < num_tiles; t = sched.next(t)) {
       const TileCoord tc = sched.tile(t);
@@ -78,7 +97,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       const WindowMask mask(p, seq);
       const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
       if (!r.active || r.n_min >= r.n_max) continue;
-      producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
+      producer.load(kp, ss, pipe_k, pipe_v, pipe_vt, tc, seq, r, threadIdx.x);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
@@ -99,9 +118,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
         epilogue.store_empty(p, seq, tc.h, tc.m_block);
         continue;
       }
-      Sm90OnlineSoftmax<decltype(size<0>(acc_rowcol(tOrO.layout())))::value> softmax;
-      consumer.mma(p, ss, pipe_k, pipe_v, mask, r, tc.m_block, tOrO, softmax);
-      epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax);
+      Sm90OnlineSoftmax<decltype(size<0>(acc_rowcol(tOrO.layout())))::value, Traits::kFp8 ? 8 : 0> softmax;
+      Descale ds;
+      if constexpr (Traits::kFp8) ds = Descale(p, tc.b, tc.h / p.head_group);
+      if constexpr (Traits::kFp8) {
+        consumer.mma(p, ss, pipe_k, pipe_vt, mask, r, tc.m_block, ds.qk, tOrO, softmax);
+      } else {
+        consumer.mma(p, ss, pipe_k, pipe_v, mask, r, tc.m_block, ds.qk, tOrO, softmax);
+      }
+      epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v);
     }
     consumer.sched_finish();
     epilogue.finish();

@@ -35,6 +35,21 @@ template <> struct TileConfig<192, 128> { static constexpr int kN = 112, kStages
 template <> struct TileConfig<192, 192> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = true, kSections = false; };
 template <> struct TileConfig<256, 256> { static constexpr int kN = 80,  kStages = 2; static constexpr bool kAlias = true, kSections = false; };
 
+// FP8 (e4m3 in, 16-bit out). Shared memory = Q (128 d) + stages * N * (d + 2 dv) (K, V as it
+// lands, V^T) + O (128 dv, 2 bytes), 1 byte each otherwise:
+//   (64, 64)  : N 128, 2 stages,  72 KB
+//   (128,128) : N 128, 2 stages, 144 KB
+//   (192,192) : N 96,  2 stages, 184 KB
+//   (256,256) : N 64,  2 stages, 192 KB
+// First configuration that runs; FA3 uses wider key blocks (N 160-224), not yet measured here.
+template <int D, int DV> struct TileConfigFp8;
+template <> struct TileConfigFp8<64, 64>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfigFp8<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = false; };
+template <> struct TileConfigFp8<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = false; };
+template <> struct TileConfigFp8<192, 128> { static constexpr int kN = 96,  kStages = 2; static constexpr bool kAlias = false, kSections = false; };
+template <> struct TileConfigFp8<192, 192> { static constexpr int kN = 96,  kStages = 2; static constexpr bool kAlias = false, kSections = false; };
+template <> struct TileConfigFp8<256, 256> { static constexpr int kN = 64,  kStages = 2; static constexpr bool kAlias = false, kSections = false; };
+
 #ifndef FLASHCUTE_SM90_L2_SECTIONS
 #define FLASHCUTE_SM90_L2_SECTIONS 1  // A/B switch: 0 = plain longest-first order for every head dim
 #endif
@@ -42,6 +57,7 @@ template <> struct TileConfig<256, 256> { static constexpr int kN = 80,  kStages
 template <class Traits>
 int launch_fwd(const FwdParams& p, bool sections) {
   using Element = typename Traits::Element;
+  using ElementO = typename Traits::ElementO;
   constexpr int D = Traits::kHeadDim, DV = Traits::kHeadDimV;
   constexpr int kM = Traits::kBlockM, kN = Traits::kBlockN;
   const bool varlen = p.cu_seqlens_q != nullptr;
@@ -63,7 +79,8 @@ int launch_fwd(const FwdParams& p, bool sections) {
 
   Shape4 shape_q = make_shape(rows_q, D, p.heads_q, nb);
   Shape4 shape_k = make_shape(rows_k, D, p.heads_k, nb);
-  Shape4 shape_vt = make_shape(DV, rows_k, p.heads_k, nb);
+  // V's map: V^T (dv, rows) for 16-bit inputs, V itself (rows, dv) for FP8 (transposed in smem).
+  Shape4 shape_vt = Traits::kFp8 ? make_shape(rows_k, DV, p.heads_k, nb) : make_shape(DV, rows_k, p.heads_k, nb);
   Shape4 shape_o = make_shape(rows_q, DV, p.heads_q, nb);
   // No keys at all (seqlen_k == 0, or varlen total_k == 0): K/V may be null or carry degenerate
   // strides, and no block is ever loaded, so build their maps over q's memory instead.
@@ -84,16 +101,24 @@ int launch_fwd(const FwdParams& p, bool sections) {
   auto ptr = [](const void* x) { return make_gmem_ptr(static_cast<Element const*>(x)); };
   Tensor mQ = make_tensor(ptr(p.q), shape_q, make_stride(p.q_row_stride, _1{}, p.q_head_stride, q_bs));
   Tensor mK = make_tensor(ptr(k_ptr), shape_k, make_stride(k_rs, _1{}, k_hs, kb));
-  Tensor mVt = make_tensor(ptr(v_ptr), shape_vt, make_stride(_1{}, v_rs, v_hs, vb));
-  Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.out)), shape_o,
+  Tensor mO = make_tensor(make_gmem_ptr(static_cast<ElementO*>(p.out)), shape_o,
                           make_stride(p.o_row_stride, _1{}, p.o_head_stride, o_bs));
 
   auto tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{},
                              Shape<Int<kM>, Int<D>>{}, _1{});
   auto tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}),
                              Shape<Int<kN>, Int<D>>{}, _1{});
-  auto tma_v = make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}),
-                             Shape<Int<DV>, Int<kN>>{}, _1{});
+  auto tma_v = [&]() {
+    if constexpr (Traits::kFp8) {
+      Tensor mV = make_tensor(ptr(v_ptr), shape_vt, make_stride(v_rs, _1{}, v_hs, vb));
+      return make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Traits::SmemLayoutV{}),
+                           Shape<Int<kN>, Int<DV>>{}, _1{});
+    } else {
+      Tensor mVt = make_tensor(ptr(v_ptr), shape_vt, make_stride(_1{}, v_rs, v_hs, vb));
+      return make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}),
+                           Shape<Int<DV>, Int<kN>>{}, _1{});
+    }
+  }();
   auto tma_o = make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutOWG{},
                              Shape<_64, Int<DV>>{}, _1{});
 
@@ -129,14 +154,28 @@ int launch_fwd(const FwdParams& p, bool sections) {
 
 }  // namespace sm90
 
+namespace sm90 {
+template <class Element, class ElementO, class Cfg, int HDIM, int HDIM_V>
+int run_fwd_typed(const FwdParams& p) {
+  using Traits = FwdTraits<Element, HDIM, HDIM_V, Cfg::kN, Cfg::kStages, Cfg::kAlias,
+                           bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP), ElementO>;
+  return launch_fwd<Traits>(p, Cfg::kSections && FLASHCUTE_SM90_L2_SECTIONS);
+}
+}  // namespace sm90
+
+// DTYPE: flashcute_dtype (0 fp16, 1 bf16, 2 e4m3). For e4m3 the output type is p.out_dtype.
 template <int DTYPE, int HDIM, int HDIM_V>
 int run_fwd_sm90(const FwdParams& p) {
-  static_assert(DTYPE == 0 || DTYPE == 1, "sm90 forward supports fp16 and bf16");
-  using Element = std::conditional_t<DTYPE == 0, cutlass::half_t, cutlass::bfloat16_t>;
-  using Cfg = sm90::TileConfig<HDIM, HDIM_V>;
-  using Traits = sm90::FwdTraits<Element, HDIM, HDIM_V, Cfg::kN, Cfg::kStages, Cfg::kAlias,
-                                 bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP)>;
-  return sm90::launch_fwd<Traits>(p, Cfg::kSections && FLASHCUTE_SM90_L2_SECTIONS);
+  static_assert(DTYPE >= 0 && DTYPE <= 2, "sm90 forward supports fp16, bf16 and e4m3");
+  if constexpr (DTYPE == 2) {
+    using Cfg = sm90::TileConfigFp8<HDIM, HDIM_V>;
+    using E4M3 = cutlass::float_e4m3_t;
+    if (p.out_dtype == 0) return sm90::run_fwd_typed<E4M3, cutlass::half_t, Cfg, HDIM, HDIM_V>(p);
+    return sm90::run_fwd_typed<E4M3, cutlass::bfloat16_t, Cfg, HDIM, HDIM_V>(p);
+  } else {
+    using Element = std::conditional_t<DTYPE == 0, cutlass::half_t, cutlass::bfloat16_t>;
+    return sm90::run_fwd_typed<Element, Element, sm90::TileConfig<HDIM, HDIM_V>, HDIM, HDIM_V>(p);
+  }
 }
 
 }  // namespace flashcute

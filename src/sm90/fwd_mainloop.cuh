@@ -27,6 +27,7 @@
 #include "common/params.h"
 #include "common/seqlen.cuh"
 #include "common/utils.cuh"
+#include "sm90/fwd_fp8.cuh"
 #include "sm90/fwd_softmax.cuh"
 #include "sm90/fwd_traits.cuh"
 #include "sm90/tile_scheduler.cuh"
@@ -72,6 +73,12 @@ CUTE_DEVICE void wgmma_issue(TiledMma& mma, TA& tA, TB const& tB, TC& tC, bool z
   if constexpr (kARegs) warpgroup_fence_operand(tA);
 }
 
+// The log2-domain factor applied to raw scores (after softcap's tanh when softcap is on): the
+// consumers' softmax and the epilogue's LSE must use the same one.
+CUTE_DEVICE float score_scale_log2(FwdParams const& p, float qk_descale) {
+  return p.softcap > 0.f ? p.softcap_log2 : p.scale_log2 * qk_descale;
+}
+
 template <class Traits>
 struct Mainloop {
   using Element = typename Traits::Element;
@@ -81,19 +88,28 @@ struct Mainloop {
   using PipelineState = typename Traits::PipelineState;
   using SharedStorage = typename Traits::SharedStorage;
 
-  // ---------------------------------------------------------------- producer (one thread) ----
+  using PipelineVt = typename Traits::PipelineVt;
+
+  // ---------------------------------------------------------------- producer ------------------
+  // 16-bit inputs: thread 0 alone runs load(). FP8: the whole producer warpgroup runs it; thread
+  // 0 still issues every TMA load, and after each V load all 128 threads copy that V block into
+  // V^T (fwd_fp8.cuh), handing it to the consumers through pipe_vt.
   struct Producer {
     PipelineState state_k = cutlass::make_producer_start_state<Pipeline>();
     PipelineState state_v = cutlass::make_producer_start_state<Pipeline>();
+    PipelineState state_vl;  // FP8: consumer side of pipe_v (the landing buffer)
+    PipelineState state_vt = cutlass::make_producer_start_state<PipelineVt>();
     bool q_loaded_before = false;
     uint32_t q_empty_phase = 0;
 
-    // Called by thread 0 (the pipelines' is_leader) for each tile with work.
+    // ptid: thread index in the producer warpgroup; ptid 0 is the pipelines' is_leader.
     template <class KP>
     CUTE_DEVICE void load(KP const& kp, SharedStorage& ss, Pipeline& pipe_k, Pipeline& pipe_v,
-                          TileCoord const& tc, SeqInfo const& seq, TileRange const& r) {
+                          PipelineVt& pipe_vt, TileCoord const& tc, SeqInfo const& seq,
+                          TileRange const& r, int ptid) {
+      const bool issuer = ptid == 0;
       // Q's buffer is reused tile after tile: wait until both consumer WGs are done with it.
-      if (q_loaded_before) {
+      if (issuer && q_loaded_before) {
         cutlass::arch::ClusterBarrier::wait(&ss.bar.q_empty, q_empty_phase);
         q_empty_phase ^= 1;
       }
@@ -101,7 +117,14 @@ struct Mainloop {
 
       Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
-      Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Traits::SmemLayoutVt{});
+      // Where the TMA puts V: V^T's buffer directly (16-bit), the landing buffer (FP8).
+      auto sV = [&]() {
+        if constexpr (Traits::kFp8) {
+          return make_tensor(make_smem_ptr(ss.v_landing.data()), typename Traits::SmemLayoutV{});
+        } else {
+          return make_tensor(make_smem_ptr(ss.v.data()), typename Traits::SmemLayoutVt{});
+        }
+      }();
       // Dense: coordinates (row, dim, head, batch). Varlen: the tensor maps span the packed
       // rows, batch index 0, and the sequence's first row is a coordinate offset. Rows past
       // the sequence are then another sequence's (or TMA zero fill): they are masked (keys) or
@@ -112,41 +135,80 @@ struct Mainloop {
                                 kp.tma_q.get_tma_tensor(kp.shape_q)(_, _, tc.h, bi));
       Tensor mK = domain_offset(make_coord(int(seq.k_row0), _0{}),
                                 kp.tma_k.get_tma_tensor(kp.shape_k)(_, _, hk, bi));
-      Tensor mVt = domain_offset(make_coord(_0{}, int(seq.k_row0)),
-                                 kp.tma_v.get_tma_tensor(kp.shape_vt)(_, _, hk, bi));
       Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(tc.m_block, _0{}));
       Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
-      Tensor gVt = local_tile(mVt, Shape<Int<kHeadDimV>, Int<kBlockN>>{}, make_coord(_0{}, _));
+      // V blocks: (dv, N) tiles of V^T (16-bit) or (N, dv) tiles of V (FP8).
+      auto gV = [&]() {
+        if constexpr (Traits::kFp8) {
+          Tensor mV = domain_offset(make_coord(int(seq.k_row0), _0{}),
+                                    kp.tma_v.get_tma_tensor(kp.shape_vt)(_, _, hk, bi));
+          return local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDimV>>{}, make_coord(_, _0{}));
+        } else {
+          Tensor mVt = domain_offset(make_coord(_0{}, int(seq.k_row0)),
+                                     kp.tma_v.get_tma_tensor(kp.shape_vt)(_, _, hk, bi));
+          return local_tile(mVt, Shape<Int<kHeadDimV>, Int<kBlockN>>{}, make_coord(_0{}, _));
+        }
+      }();
       auto [tQg, tQs] = tma_partition(kp.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
                                       group_modes<0, 2>(gQ));
       auto tK = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
                               group_modes<0, 2>(gK));  // (global (TMA, n), smem (TMA, stage))
       auto tV = tma_partition(kp.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV),
-                              group_modes<0, 2>(gVt));
+                              group_modes<0, 2>(gV));
       auto tKg = get<0>(tK);
       auto tKs = get<1>(tK);
       auto tVg = get<0>(tV);
       auto tVs = get<1>(tV);
 
       auto load_k = [&](int n) {
+        if (!issuer) return;
         pipe_k.producer_acquire(state_k);
         copy(kp.tma_k.with(*pipe_k.producer_get_barrier(state_k)), tKg(_, n), tKs(_, state_k.index()));
         ++state_k;
       };
-      auto load_v = [&](int n) {
+      // 16-bit: V lands as V^T. FP8: V lands (issue_v), then the warpgroup writes V^T
+      // (transpose_v).
+      auto issue_v = [&](int n) {
+        if (!issuer) return;
         pipe_v.producer_acquire(state_v);
         copy(kp.tma_v.with(*pipe_v.producer_get_barrier(state_v)), tVg(_, n), tVs(_, state_v.index()));
         ++state_v;
       };
+      auto transpose_v = [&]() {
+        pipe_v.consumer_wait(state_vl);
+        pipe_vt.producer_acquire(state_vt);
+        transpose_v_stage<Traits>(ss.v_landing.data(), ss.v.data(), state_vl.index(), state_vt.index(), ptid);
+        cutlass::arch::fence_view_async_shared();  // V^T's generic-proxy stores -> WGMMA reads
+        pipe_vt.producer_commit(state_vt);
+        pipe_v.consumer_release(state_vl);
+        ++state_vl;
+        ++state_vt;
+      };
 
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar.q_full, Traits::kQBytes);
-      copy(kp.tma_q.with(ss.bar.q_full), tQg, tQs);
-      load_k(r.n_max - 1);
-      for (int n = r.n_max - 1; n > r.n_min; --n) {
-        load_k(n - 1);
-        load_v(n);
+      if (issuer) {
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar.q_full, Traits::kQBytes);
+        copy(kp.tma_q.with(ss.bar.q_full), tQg, tQs);
       }
-      load_v(r.n_min);
+      if constexpr (Traits::kFp8) {
+        // V(n-1) is in flight while V(n) is transposed: the transpose never waits for a load
+        // issued just before it (that wait, ~1 us a block, starved the consumers).
+        load_k(r.n_max - 1);
+        issue_v(r.n_max - 1);
+        for (int n = r.n_max - 1; n >= r.n_min; --n) {
+          if (n > r.n_min) {
+            load_k(n - 1);
+            issue_v(n - 1);
+          }
+          transpose_v();
+        }
+      } else {
+        load_k(r.n_max - 1);
+        for (int n = r.n_max - 1; n > r.n_min; --n) {
+          load_k(n - 1);
+          issue_v(n);
+        }
+        issue_v(r.n_min);
+      }
     }
   };
 
@@ -176,9 +238,11 @@ struct Mainloop {
 
     // Runs the whole key loop of one tile with work (n_min < n_max). On return tOrO holds the
     // unnormalised O of this thread's rows and softmax the row statistics.
-    template <class TensorO, class Softmax>
-    CUTE_DEVICE void mma(FwdParams const& p, SharedStorage& ss, Pipeline& pipe_k, Pipeline& pipe_v,
-                         WindowMask const& mask, TileRange const& r, int m_block,
+    // pipe_v: the V^T ring (Pipeline for 16-bit inputs, PipelineVt for FP8). qk_descale: FP8's
+    // q_descale * k_descale (1 otherwise), folded into the score scale.
+    template <class PipelineV, class TensorO, class Softmax>
+    CUTE_DEVICE void mma(FwdParams const& p, SharedStorage& ss, Pipeline& pipe_k, PipelineV& pipe_v,
+                         WindowMask const& mask, TileRange const& r, int m_block, float qk_descale,
                          TensorO& tOrO, Softmax& softmax) {
       TiledMmaQK mma_qk;
       TiledMmaPV mma_pv;
@@ -191,29 +255,42 @@ struct Mainloop {
       Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, N, K, stages)
       Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, Dv, N, stages)
       Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
-      Tensor tOrP = make_tensor<Element>(acc_as_operand_a(tSrS.layout()));
+      // P as the A operand of P V: the accumulator's own layout regrouped (16-bit), or the FP8
+      // k32 operand layout filled by pack_p_fp8.
+      Tensor tOrP = [&]() {
+        if constexpr (Traits::kFp8) {
+          return make_tensor<Element>(partition_shape_A(mma_pv, Shape<Int<kBlockM>, Int<kBlockN>>{}));
+        } else {
+          return make_tensor<Element>(acc_as_operand_a(tSrS.layout()));
+        }
+      }();
       Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
       Tensor cRowCol = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));  // (row, col) of each score
       Tensor sRowCol = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
       Tensor oRowCol = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
 
       const bool softcap = p.softcap > 0.f;
-      const float scale_log2 = softcap ? p.softcap_log2 : p.scale_log2;
+      const float scale_log2 = score_scale_log2(p, qk_descale);
+      const float softcap_inv = p.softcap_inv * qk_descale;
       const int wg_row_begin = r.row_begin + wg * 64;
       float corr[decltype(size<0>(sRowCol))::value];
 
       // Softcap, then the mask only on the blocks that need it, then the online softmax.
       auto scores_to_p = [&](int n) {
-        if (softcap) apply_softcap(tSrS, p.softcap_inv);
+        if (softcap) apply_softcap(tSrS, softcap_inv);
         if (mask.template block_needs_mask<kBlockN>(n, wg_row_begin, wg_row_begin + 64)) {
           mask.apply(sRowCol, cRowCol, r.row_begin, n * kBlockN);
         }
         softmax.online(sRowCol, scale_log2, corr);
       };
       auto convert_p = [&]() {
-        Tensor rP = convert_fragment<Element>(tSrS);
-        CUTE_UNROLL
-        for (int i = 0; i < size(rP); ++i) tOrP(i) = rP(i);
+        if constexpr (Traits::kFp8) {
+          pack_p_fp8(tSrS, tOrP);
+        } else {
+          Tensor rP = convert_fragment<Element>(tSrS);
+          CUTE_UNROLL
+          for (int i = 0; i < size(rP); ++i) tOrP(i) = rP(i);
+        }
       };
       auto release_q = [&]() {
         if constexpr (!Traits::kOAliasQ) cutlass::arch::ClusterBarrier::arrive(&ss.bar.q_empty);

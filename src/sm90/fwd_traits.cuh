@@ -3,9 +3,17 @@
 //
 // Thread roles (384 threads, one CTA per SM):
 //   warpgroup 0       producer: warp 0 issues every TMA load; the others only idle at 24 regs.
+//                     FP8: all four warps also transpose each V tile in smem (fwd_fp8.cuh).
 //   warpgroups 1, 2   consumers: each owns 64 of the kBlockM = 128 query rows and runs
 //                     S = Q K^T (WGMMA SS), the online softmax and O += P V (WGMMA RS).
-// Register budget: 24 (producer) * 128 + 240 (consumers) * 256 = 64,512 <= 65,536.
+// Register budget: 24 (producer) * 128 + 240 (consumers) * 256 = 64,512 <= 65,536;
+// FP8: 56 * 128 + 224 * 256 = 64,512 (the transposing producer needs more than 24; at 48 it
+// spilled its loop state).
+//
+// FP8 (Element = e4m3, ElementO = bf16/fp16): FP8 WGMMA takes both operands K-major, so V (N x
+// dv, dv contiguous as TMA lands it) is copied by the producer warps into V^T (dv x N, N
+// contiguous) with its keys permuted within each 32-key group so that the S accumulator, packed
+// to e4m3, is already the A operand of P V (fwd_fp8.cuh explains the permutation).
 #pragma once
 
 // The sm90 kernels are compiled with CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (CMakeLists.txt):
@@ -26,9 +34,13 @@ namespace flashcute::sm90 {
 using namespace cute;
 
 template <class Element_, int kHeadDim_, int kHeadDimV_, int kBlockN_, int kStages_,
-          bool kOAliasQ_, bool kPingPong_ = true, bool kIntraWGOverlap_ = true>
+          bool kOAliasQ_, bool kPingPong_ = true, bool kIntraWGOverlap_ = true,
+          class ElementO_ = Element_>
 struct FwdTraits {
-  using Element = Element_;
+  using Element = Element_;    // q, k, v
+  using ElementO = ElementO_;  // out (bf16/fp16; differs from Element only for FP8)
+  static constexpr bool kFp8 = sizeof(Element) == 1;
+  static_assert(sizeof(ElementO) == 2, "the output is 16-bit");
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kHeadDimV = kHeadDimV_;
   static constexpr int kBlockM = 128;       // 2 consumer warpgroups x 64 rows (one wgmma M)
@@ -44,21 +56,25 @@ struct FwdTraits {
   static constexpr int kNumMmaWG = 2;
   static constexpr int kNumMmaThreads = kNumMmaWG * 128;
   static constexpr int kNumThreads = kNumMmaThreads + 128;
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  static constexpr int kProducerRegs = kFp8 ? 56 : 24;
+  static constexpr int kConsumerRegs = kFp8 ? 224 : 240;
 
-  static_assert(kBlockN % 16 == 0, "P V consumes kBlockN in k-steps of 16");
-  static_assert(kHeadDim % 16 == 0 && kHeadDimV % 16 == 0);
+  // WGMMA k-step: 16 elements (32 bytes) for 16-bit types, 32 for e4m3.
+  static constexpr int kMmaK = kFp8 ? 32 : 16;
+  static_assert(kBlockN % kMmaK == 0, "P V consumes kBlockN in whole k-steps");
+  static_assert(kHeadDim % kMmaK == 0 && kHeadDimV % 16 == 0);
 
   // GEMM-I: S(128 x N) = Q(128 x d) K^T, both operands K-major in smem.
-  // GEMM-II: O(128 x dv) += P(128 x N) V(N x dv); P from registers, V^T is MN-major in smem.
+  // GEMM-II: O(128 x dv) += P(128 x N) V(N x dv); P from registers, V^T is MN-major in smem
+  // (16-bit) or K-major (FP8, the transposed copy).
+  static constexpr GMMA::Major kVtMajor = kFp8 ? GMMA::Major::K : GMMA::Major::MN;
   using AtomLayout = Layout<Shape<Int<kNumMmaWG>, _1, _1>>;
   using TiledMmaQK = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
       AtomLayout{}));
   using TiledMmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDimV>, Int<kBlockN>>,
-                           GMMA::Major::K, GMMA::Major::MN>(),
+                           GMMA::Major::K, kVtMajor>(),
       AtomLayout{}));
   // One WGMMA instruction must span the whole tile width of each GEMM (see the note above).
   static_assert(decltype(size<1>(typename TiledMmaQK::AtomShape_MNK{}))::value == kBlockN,
@@ -66,20 +82,24 @@ struct FwdTraits {
   static_assert(decltype(size<1>(typename TiledMmaPV::AtomShape_MNK{}))::value == kHeadDimV,
                 "GEMM-II would be split into narrower WGMMAs: define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED");
 
-  template <GMMA::Major kMajor, int kMN, int kK>
+  template <GMMA::Major kMajor, int kMN, int kK, class T = Element>
   using SmemAtom = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
-                            kMajor, Element, Int<kMN>, Int<kK>>());
+                            kMajor, T, Int<kMN>, Int<kK>>());
 
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom<GMMA::Major::K, kBlockM, kHeadDim>{},
                                              Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   using SmemLayoutK = decltype(tile_to_shape(SmemAtom<GMMA::Major::K, kBlockN, kHeadDim>{},
                                              Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
-  // V^T (dv x N): the TMA reads V rows (contiguous in dv) straight into this MN-major layout.
-  using SmemLayoutVt = decltype(tile_to_shape(SmemAtom<GMMA::Major::MN, kHeadDimV, kBlockN>{},
+  // V^T (dv x N). 16-bit: the TMA reads V rows (contiguous in dv) straight into this MN-major
+  // layout. FP8: K-major (N contiguous), written by the producer's transpose.
+  using SmemLayoutVt = decltype(tile_to_shape(SmemAtom<kVtMajor, kHeadDimV, kBlockN>{},
                                               Shape<Int<kHeadDimV>, Int<kBlockN>, Int<kStages>>{}));
+  // FP8 only: where the TMA lands V (N x dv, dv contiguous), the transpose's source.
+  using SmemLayoutV = decltype(tile_to_shape(SmemAtom<GMMA::Major::K, kBlockN, kHeadDimV>{},
+                                             Shape<Int<kBlockN>, Int<kHeadDimV>, Int<kStages>>{}));
   // O: atoms ordered along dv first, so that rows [64*wg, 64*wg + 64) are one contiguous
   // (64 x dv) layout that each consumer warpgroup stores on its own with TMA.
-  using SmemAtomO = SmemAtom<GMMA::Major::K, 64, kHeadDimV>;
+  using SmemAtomO = SmemAtom<GMMA::Major::K, 64, kHeadDimV, ElementO>;
   using SmemLayoutO = decltype(tile_to_shape(SmemAtomO{}, Shape<Int<kBlockM>, Int<kHeadDimV>>{},
                                              Step<_2, _1>{}));
   using SmemLayoutOWG = decltype(tile_to_shape(SmemAtomO{}, Shape<_64, Int<kHeadDimV>>{},
@@ -87,6 +107,7 @@ struct FwdTraits {
 
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename cutlass::PipelineState<kStages>;
+  using PipelineVt = cutlass::PipelineAsync<kStages>;  // FP8: transposed V, producer WG -> consumers
 
   static constexpr int kQBytes = kBlockM * kHeadDim * int(sizeof(Element));
   static constexpr int kKStageBytes = kBlockN * kHeadDim * int(sizeof(Element));
@@ -95,24 +116,38 @@ struct FwdTraits {
   struct BarrierStorage {
     typename Pipeline::SharedStorage pipe_k;
     typename Pipeline::SharedStorage pipe_v;
+    typename PipelineVt::SharedStorage pipe_vt;  // FP8 only (unused otherwise)
     alignas(8) uint64_t q_full;   // transaction barrier: Q of the current tile landed
     alignas(8) uint64_t q_empty;  // 256 consumer arrivals: Q's buffer (and O's, if aliased) is free
   };
+  // FP8's TMA landing buffer for V (its 1024-byte alignment comes with the array); an empty
+  // member otherwise.
+  struct NoVLanding {
+    CUTE_DEVICE Element* data() { return nullptr; }
+  };
+  struct VLanding {
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutV>> buf;
+    CUTE_DEVICE Element* data() { return buf.data(); }
+  };
+  using VLandingStorage = std::conditional_t<kFp8, VLanding, NoVLanding>;
+
   struct StorageSeparateO {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutVt>> v;
-    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutO>> o;
+    alignas(1024) cute::array_aligned<ElementO, cosize_v<SmemLayoutO>> o;
     BarrierStorage bar;
-    CUTE_DEVICE Element* o_ptr() { return o.data(); }
+    VLandingStorage v_landing;  // last: the empty 16-bit variant then costs a few bytes, not 1 KB
+    CUTE_DEVICE ElementO* o_ptr() { return o.data(); }
   };
   struct StorageAliasO {
-    static_assert(cosize_v<SmemLayoutO> <= cosize_v<SmemLayoutQ>);
+    static_assert(cosize_v<SmemLayoutO> * sizeof(ElementO) <= cosize_v<SmemLayoutQ> * sizeof(Element));
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutVt>> v;
     BarrierStorage bar;
-    CUTE_DEVICE Element* o_ptr() { return q.data(); }
+    VLandingStorage v_landing;
+    CUTE_DEVICE ElementO* o_ptr() { return reinterpret_cast<ElementO*>(q.data()); }
   };
   using SharedStorage = std::conditional_t<kOAliasQ, StorageAliasO, StorageSeparateO>;
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
