@@ -69,6 +69,12 @@ if [ "$mode" != tests ]; then
     cat "$OUT/ablation.txt" >> "$log" && rm "$OUT/ablation.txt"
   fi
 fi
+# EXTRA_CMD="python3 scripts/fp8_lse_probe.py": one more diagnostic, its output into log.txt.
+if [ -n "${EXTRA_CMD:-}" ]; then
+  stamp "extra: $EXTRA_CMD"
+  timeout "${EXTRA_TIMEOUT:-90}" bash -c "$EXTRA_CMD" >> "$log" 2>&1
+  echo "extra rc=$?" | tee -a "$log"
+fi
 # NCU_CASES="128:1024:causal 128:1024:full": profile one launch of each (hdim:seqlen:causal|full).
 for c in ${NCU_CASES:-}; do
   IFS=: read -r d s m <<< "$c"

@@ -127,7 +127,25 @@ def _round_e4m3(x: torch.Tensor) -> torch.Tensor:
     return x.clamp(-448.0, 448.0).to(torch.float8_e4m3fn).to(x.dtype)
 
 
-def _fp8_one_sequence(q8, k8, v8, qd, kd, vd, mask, scale, softcap, p_offset_log2, cdt, chunk):
+def _tensor_core_scores(a8, b8):
+    """a8 (m, d) @ b8 (n, d)^T on the GPU's FP8 tensor cores (torch._scaled_mm, unit scales,
+    fast accumulation = the accumulator precision an FP8 WGMMA chain has, which is below fp32:
+    DeepSeek-V3 reports about 14 bits on Hopper), in fp32. Rows padded to multiples of 16."""
+    m, n = a8.shape[0], b8.shape[0]
+
+    def pad(x):
+        extra = (-x.shape[0]) % 16
+        x = x.contiguous().view(torch.uint8)
+        return torch.nn.functional.pad(x, (0, 0, 0, extra)).view(torch.float8_e4m3fn)
+
+    one = torch.ones((), dtype=torch.float32, device=a8.device)
+    s = torch._scaled_mm(pad(a8), pad(b8).t(), scale_a=one, scale_b=one, out_dtype=torch.float32,
+                         use_fast_accum=True)
+    return s[:m, :n]
+
+
+def _fp8_one_sequence(q8, k8, v8, qd, kd, vd, mask, scale, softcap, p_offset_log2, cdt, chunk,
+                      tensor_core_scores=False):
     """q8 (sq, hq, d), k8 (sk, hk, d), v8 (sk, hk, dv) float8_e4m3fn; qd/kd/vd (hk,) float32;
     mask (sq, sk) -> out (sq, hq, dv) and lse (hq, sq) in the compute dtype `cdt`."""
     sq, hq = q8.shape[0], q8.shape[1]
@@ -145,7 +163,10 @@ def _fp8_one_sequence(q8, k8, v8, qd, kd, vd, mask, scale, softcap, p_offset_log
         for r0 in range(0, sq, chunk):
             r1 = min(sq, r0 + chunk)
             # S = q8 k8^T: every product of two e4m3 values is exact in fp32; fp32 accumulation
-            s = q8[r0:r1, h].to(cdt) @ kf[:, j].T
+            if tensor_core_scores:
+                s = _tensor_core_scores(q8[r0:r1, h], k8[:, j]).to(cdt)
+            else:
+                s = q8[r0:r1, h].to(cdt) @ kf[:, j].T
             s = s * mult
             if softcap > 0:
                 s = softcap * torch.tanh(s / softcap)
@@ -173,6 +194,7 @@ def attention_fp8_emulated(q8: torch.Tensor, k8: torch.Tensor, v8: torch.Tensor,
                            cu_seqlens_k: Optional[torch.Tensor] = None, seqused_k: Optional[torch.Tensor] = None,
                            out_dtype: Optional[torch.dtype] = torch.bfloat16, p_offset_log2: float = 0.0,
                            compute_dtype: torch.dtype = torch.float32, chunk: int = 1024,
+                           tensor_core_scores: bool = False,
                            ) -> Tuple[torch.Tensor, torch.Tensor]:
     """The FP8 (e4m3) forward kernel's arithmetic, step for step, in plain torch (CPU or GPU):
 
@@ -192,7 +214,9 @@ def attention_fp8_emulated(q8: torch.Tensor, k8: torch.Tensor, v8: torch.Tensor,
     or varlen). *_descale: float32 (batch, heads_k), None = 1. p_offset_log2: the kernel may shift
     P by 2^offset (the row sum too, so it cancels) to keep small probabilities out of e4m3's
     subnormal range; 0 is P in [0, 1]. compute_dtype float64 gives the same algorithm with exact
-    scores (for studying the P rounding alone). Returns out (out_dtype, or compute_dtype if None)
+    scores (for studying the P rounding alone). tensor_core_scores=True (CUDA, e4m3 inputs):
+    S from torch._scaled_mm with fast accumulation, i.e. with the FP8 tensor cores' own
+    accumulation precision, as the kernel's S. Returns out (out_dtype, or compute_dtype if None)
     and lse (float32).
     """
     d = q8.shape[-1]
@@ -215,7 +239,7 @@ def attention_fp8_emulated(q8: torch.Tensor, k8: torch.Tensor, v8: torch.Tensor,
         kb, vb = kb[:sk], vb[:sk]
         mask = visible_mask(qb.shape[0], sk, causal, window_size, causal_align, device=qb.device)
         return _fp8_one_sequence(qb, kb, vb, qd[b], kd[b], vd[b], mask, scale, softcap,
-                                 float(p_offset_log2), compute_dtype, chunk)
+                                 float(p_offset_log2), compute_dtype, chunk, tensor_core_scores)
 
     if varlen:
         cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()

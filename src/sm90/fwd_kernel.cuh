@@ -83,7 +83,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
   __syncthreads();  // barrier inits visible to every role before anyone waits on them
 
   StaticTileScheduler const& sched = kp.sched;
-  const int num_tiles = sched.num_tiles();
 
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
@@ -91,13 +90,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       if (threadIdx.x != 0) return;  // one thread issues every TMA load
     }
     typename ML::Producer producer;
-    for (int t = sched.first(); t < num_tiles; t = sched.next(t)) {
+    for (int t = sched.first(); t < sched.total_tiles; t = sched.next(t)) {
       const TileCoord tc = sched.tile(t);
       const SeqInfo seq(p, tc.b);
       const WindowMask mask(p, seq);
       const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
       if (!r.active || r.n_min >= r.n_max) continue;
-      producer.load(kp, ss, pipe_k, pipe_v, pipe_vt, tc, seq, r, threadIdx.x);
+      // 16-bit: only thread 0 is here, so its index is the constant 0 (one register less in a
+      // 24-register role: the runtime index made ptxas spill one value at d=256).
+      producer.load(kp, ss, pipe_k, pipe_v, pipe_vt, tc, seq, r, Traits::kFp8 ? int(threadIdx.x) : 0);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
@@ -108,7 +109,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     typename Traits::TiledMmaPV mma_pv;
     Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDimV>>{});
     consumer.sched_start();
-    for (int t = sched.first(); t < num_tiles; t = sched.next(t)) {
+    for (int t = sched.first(); t < sched.total_tiles; t = sched.next(t)) {
       const TileCoord tc = sched.tile(t);
       const SeqInfo seq(p, tc.b);
       const WindowMask mask(p, seq);

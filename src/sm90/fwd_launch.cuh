@@ -127,6 +127,8 @@ int launch_fwd(const FwdParams& p, bool sections) {
         StaticTileScheduler{(p.seqlen_q + kM - 1) / kM, p.heads_q, p.batch, p.window_right >= 0,
                             /*heads_per_section=*/std::max(1, p.heads_q * p.batch)}};
 
+  kp.sched.total_tiles = kp.sched.num_tiles();
+
   int num_sms = p.num_sms;
   if (num_sms <= 0) {
     int dev = 0;

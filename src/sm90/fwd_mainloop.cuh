@@ -175,14 +175,16 @@ struct Mainloop {
         ++state_v;
       };
       auto transpose_v = [&]() {
-        pipe_v.consumer_wait(state_vl);
-        pipe_vt.producer_acquire(state_vt);
-        transpose_v_stage<Traits>(ss.v_landing.data(), ss.v.data(), state_vl.index(), state_vt.index(), ptid);
-        cutlass::arch::fence_view_async_shared();  // V^T's generic-proxy stores -> WGMMA reads
-        pipe_vt.producer_commit(state_vt);
-        pipe_v.consumer_release(state_vl);
-        ++state_vl;
-        ++state_vt;
+        if constexpr (Traits::kFp8) {  // (a lambda's body is instantiated even if never called)
+          pipe_v.consumer_wait(state_vl);
+          pipe_vt.producer_acquire(state_vt);
+          transpose_v_stage<Traits>(ss.v_landing.data(), ss.v.data(), state_vl.index(), state_vt.index(), ptid);
+          cutlass::arch::fence_view_async_shared();  // V^T's generic-proxy stores -> WGMMA reads
+          pipe_vt.producer_commit(state_vt);
+          pipe_v.consumer_release(state_vl);
+          ++state_vl;
+          ++state_vt;
+        }
       };
 
       if (issuer) {

@@ -25,6 +25,10 @@ struct StaticTileScheduler {
   int num_m_blocks, num_heads, num_batch;
   bool longest_first;
   int heads_per_section;  // longest_first only: (batch, head)s whose query blocks run together
+  // num_tiles(), filled in by the launch: the kernel's loops compare against this kernel
+  // parameter directly (a product computed on the device was one register too many for the
+  // d=256 consumer, and ptxas spilled it).
+  int total_tiles = 0;
 
   CUTE_HOST_DEVICE int num_tiles() const { return num_m_blocks * num_heads * num_batch; }
 
