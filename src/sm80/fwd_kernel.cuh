@@ -68,8 +68,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
   Tensor mV = gmem_view(p.v, seq.k_offset(p.v_batch_stride, p.v_row_stride) + int64_t(hk) * p.v_head_stride,
                         seq.seqlen_k, p.v_row_stride);
   Tensor gQ = local_tile(mQ, TileQ{}, make_coord(m_block, 0));  // (BM, D)
-  Tensor gK = local_tile(mK, TileKV{}, make_coord(_, 0));       // (BN, D, n)
-  Tensor gV = local_tile(mV, TileKV{}, make_coord(_, 0));       // (BN, D, n)
+  Tensor gK = local_tile(mK, TileKV{}, make_coord(0, 0));       // (BN, D): key block 0
+  Tensor gV = local_tile(mV, TileKV{}, make_coord(0, 0));       // (BN, D): key block 0
 
   // ---- gmem -> smem copies (cp.async, 128-bit) ----
   typename Traits::GmemTiledCopyQKV gmem_tiled_copy;
@@ -86,14 +86,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
   auto load_q = [&]() {
     load_tile(gmem_tiled_copy, tQgQ, tQsQ, tQcQ, seq.seqlen_q - row_begin, row_begin + kBlockM <= seq.seqlen_q);
   };
+  // tKgK/tVgV are this thread's partitions of key block 0; key_block() moves them to block n.
   auto load_k = [&](int n) {
-    load_tile(gmem_tiled_copy, tKgK(_, _, _, n), tKsK, tKVc, seq.seqlen_k - n * kBlockN,
-              (n + 1) * kBlockN <= seq.seqlen_k);
+    load_tile(gmem_tiled_copy, key_block<kBlockN>(tKgK, n, p.k_row_stride), tKsK, tKVc,
+              seq.seqlen_k - n * kBlockN, (n + 1) * kBlockN <= seq.seqlen_k);
   };
-  auto load_k_full = [&](int n) { copy(gmem_tiled_copy, tKgK(_, _, _, n), tKsK); };
+  auto load_k_full = [&](int n) { copy(gmem_tiled_copy, key_block<kBlockN>(tKgK, n, p.k_row_stride), tKsK); };
+  typename Traits::GmemTiledCopyQKVZfill gmem_tiled_copy_zfill;
   auto load_v = [&](int n) {
-    load_tile(gmem_tiled_copy, tVgV(_, _, _, n), tVsV, tKVc, seq.seqlen_k - n * kBlockN,
-              (n + 1) * kBlockN <= seq.seqlen_k);
+    load_tile_zfill(gmem_tiled_copy_zfill, key_block<kBlockN>(tVgV, n, p.v_row_stride), tVsV, tKVc,
+                    seq.seqlen_k - n * kBlockN);
   };
 
   // ---- MMA partitions and smem -> register copies (ldmatrix) ----
@@ -145,14 +147,17 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
         cp_async_fence();
 
         // S = Q K(n)^T
-        gemm_ss(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, tSsK, tSrQ_view, tSrK_view, smem_tiled_copy_q,
-                smem_tiled_copy_k);
+        Element* smem_it = opaque_smem_base(smem);  // see opaque_smem_base: keeps registers free
+        gemm_ss(tiled_mma, acc_s, tSrQ, tSrK, rebase(tSsQ, smem, smem_it), rebase(tSsK, smem, smem_it),
+                tSrQ_view, tSrK_view, smem_tiled_copy_q, smem_tiled_copy_k);
 
         Tensor s = rowcol_view(acc_s);
         if constexpr (decltype(softcap)::value) apply_softcap(s, p.softcap_inv);
         // Only blocks crossing a window edge or the end of the keys take the masked path. (One
         // loop body with a uniform branch: two specialised bodies raised register spills.)
-        if (mask.block_needs_mask<kBlockN>(n, row_begin, row_end)) mask.apply(s, tScS, row_begin, n * kBlockN);
+        // (opaque: the per-row limits are then computed in this rarely taken branch, not hoisted
+        // out of the loop, where they held 8 registers for the whole loop.)
+        if (mask.block_needs_mask<kBlockN>(n, row_begin, row_end)) mask.apply(s, tScS, opaque(row_begin), n * kBlockN);
 
         // FA2's order: K(n-1) is requested before the softmax, so its load overlaps the softmax
         // and the P V GEMM, not the P V GEMM alone (measured +4-5 % at d=128).
@@ -169,7 +174,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
         Tensor tOrP = make_tensor(rP.data(), acc_as_a_layout(rP.layout()));
 
         // O += P V(n), P straight from registers
-        gemm_rs(tiled_mma, acc_o, tOrP, tOrVt, tOsVt, tOrVt_view, smem_tiled_copy_v);
+        gemm_rs(tiled_mma, acc_o, tOrP, tOrVt, rebase(tOsVt, smem, smem_it), tOrVt_view, smem_tiled_copy_v);
       }
     };
     if (use_softcap) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cute/tensor.hpp>
+#include "common/utils.cuh"
 #include "sm80/fwd_traits.cuh"
 
 namespace flashcute::sm80 {
@@ -32,6 +33,35 @@ __device__ __forceinline__ auto acc_as_a_layout(Layout const& acc) {
   return make_layout(make_layout(get<0>(l), get<2, 0>(l)), get<1>(l), get<2, 1>(l));
 }
 
+// A thread's partition t0 of key block 0 (gmem), moved to key block n. The thread's pointer goes
+// through opaque(), so the compiler rebuilds the row addresses at each load from that one
+// pointer and the row stride (the block and row offsets are the same for every thread, i.e.
+// uniform registers). Left to itself, it hoisted one 64-bit address per row and tensor out of the
+// key loop (16 registers at d=128, most of them spilled).
+template <int kBlockN, class Tensor0>
+__device__ __forceinline__ auto key_block(Tensor0 const& t0, int n, int64_t row_stride) {
+  return make_tensor(make_gmem_ptr(opaque(t0.data().get()) + int64_t(n) * kBlockN * row_stride),
+                     t0.layout());
+}
+
+// The smem base address, as a value the compiler cannot see through (utils.cuh: opaque). Taken
+// once per key-loop iteration and given to rebase() for the ldmatrix views: the compiler then
+// computes each ldmatrix address in the loop as base + per-thread offset (+ an immediate), instead
+// of hoisting one address per k-slice and row block out of the loop (16 registers at d=128, held
+// for the whole loop). Round trip through the 32-bit shared address so that the result is still
+// known to point to shared memory.
+template <class Element>
+__device__ __forceinline__ Element* opaque_smem_base(Element* smem) {
+  const uint32_t addr = opaque(static_cast<uint32_t>(__cvta_generic_to_shared(smem)));
+  return static_cast<Element*>(__cvta_shared_to_generic(addr));
+}
+
+// The smem tensor t, a view into the buffer at old_base, moved to the same place in new_base.
+template <class TensorS, class Element>
+__device__ __forceinline__ auto rebase(TensorS const& t, Element* old_base, Element* new_base) {
+  return make_tensor(make_smem_ptr(new_base + (raw_pointer_cast(t.data()) - old_base)), t.layout());
+}
+
 // Copy a (CPY, CPY_ROWS, CPY_K) partition of one tile gmem -> smem with cp.async. Rows at or
 // past rows_left are not read (no access past the end of the tensor) and are zero-filled, so
 // padded keys contribute 0 * V = 0 and never NaN.
@@ -49,6 +79,23 @@ __device__ __forceinline__ void load_tile(TiledCopy const& tiled_copy, TS const&
     } else {
       clear(dst(_, m, _));
     }
+  }
+}
+
+// Like load_tile, without a branch: every row is one cp.async whose zero-fill predicate is
+// "row < rows_left" (a row past the end reads nothing and writes zeros). Used for the V load
+// inside the key loop: ptxas if-converted load_tile's "full" branch there, and the registers that
+// predicated code writes stay live around the whole loop (8 at d=128). Row m of this thread is
+// its first row row0 plus a compile-time offset; the test row0 < rows_left - offset keeps the
+// per-thread part to one register (row0 + offset per row was hoisted: one register per row).
+template <class TiledCopyZfill, class TS, class TD, class TC>
+__device__ __forceinline__ void load_tile_zfill(TiledCopyZfill const& tiled_copy, TS const& src,
+                                                TD& dst, TC const& coord, int rows_left) {
+  const int row0 = opaque(int(get<0>(coord(0, 0, 0))));
+#pragma unroll
+  for (int m = 0; m < size<1>(dst); ++m) {
+    const int offset = int(get<0>(coord.layout()(0, m, 0)));  // compile-time
+    copy(tiled_copy.with(row0 < rows_left - offset), src(_, m, _), dst(_, m, _));
   }
 }
 
