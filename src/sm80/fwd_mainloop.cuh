@@ -33,33 +33,28 @@ __device__ __forceinline__ auto acc_as_a_layout(Layout const& acc) {
   return make_layout(make_layout(get<0>(l), get<2, 0>(l)), get<1>(l), get<2, 1>(l));
 }
 
-// A thread's partition t0 of key block 0 (gmem), moved to key block n. The thread's pointer goes
-// through opaque(), so the compiler rebuilds the row addresses at each load from that one
-// pointer and the row stride (the block and row offsets are the same for every thread, i.e.
-// uniform registers). Left to itself, it hoisted one 64-bit address per row and tensor out of the
-// key loop (16 registers at d=128, most of them spilled).
+// Key block n of K or V: the (kBlockN, D) gmem tile g0 of block 0 moved by n blocks.
 template <int kBlockN, class Tensor0>
-__device__ __forceinline__ auto key_block(Tensor0 const& t0, int n, int64_t row_stride) {
-  return make_tensor(make_gmem_ptr(opaque(t0.data().get()) + int64_t(n) * kBlockN * row_stride),
-                     t0.layout());
+__device__ __forceinline__ auto key_block(Tensor0 const& g0, int n, int64_t row_stride) {
+  return make_tensor(g0.data() + int64_t(n) * kBlockN * row_stride, g0.layout());
 }
 
-// The smem base address, as a value the compiler cannot see through (utils.cuh: opaque). Taken
-// once per key-loop iteration and given to rebase() for the ldmatrix views: the compiler then
-// computes each ldmatrix address in the loop as base + per-thread offset (+ an immediate), instead
-// of hoisting one address per k-slice and row block out of the loop (16 registers at d=128, held
-// for the whole loop). Round trip through the 32-bit shared address so that the result is still
-// known to point to shared memory.
-template <class Element>
-__device__ __forceinline__ Element* opaque_smem_base(Element* smem) {
-  const uint32_t addr = opaque(static_cast<uint32_t>(__cvta_generic_to_shared(smem)));
-  return static_cast<Element*>(__cvta_shared_to_generic(addr));
-}
-
-// The smem tensor t, a view into the buffer at old_base, moved to the same place in new_base.
-template <class TensorS, class Element>
-__device__ __forceinline__ auto rebase(TensorS const& t, Element* old_base, Element* new_base) {
-  return make_tensor(make_smem_ptr(new_base + (raw_pointer_cast(t.data()) - old_base)), t.layout());
+// The thread index for the partitions used inside the key loop, taken afresh in every iteration
+// (n: the loop counter, >= 0). Every per-thread offset the loop needs (the K/V gmem address of
+// each row, the cp.async and ldmatrix smem addresses, the mask coordinates) derives from it.
+// Derived from a plain threadIdx.x, they are loop-invariant, and the compilers hoisted each of
+// them out of the loop: one register per row, k-slice and row block, held across the whole loop
+// (the d=128 kernel spilled 228 bytes). Here they are recomputed where they are used, a few
+// integer instructions per iteration instead of ~20 registers:
+//  - opaque() hides tid's origin from NVVM (front end), which otherwise hoists;
+//  - adding n >> 31, which is 0 for n >= 0 but not known to be 0 by ptxas, makes t loop-variant
+//    for ptxas too (opaque alone is invisible to ptxas, and ptxas hoisted the ldmatrix base
+//    addresses itself: 80 bytes of spills at d=128 without this term, none with it).
+template <int kNThreads>
+__device__ __forceinline__ int thread_index_in_loop(int tid, int n) {
+  const int t = opaque(tid) + (opaque(n) >> 31);
+  __builtin_assume(t >= 0 && t < kNThreads);  // no sign handling in t / 8, t % 8, ...
+  return t;
 }
 
 // Copy a (CPY, CPY_ROWS, CPY_K) partition of one tile gmem -> smem with cp.async. Rows at or
@@ -87,11 +82,11 @@ __device__ __forceinline__ void load_tile(TiledCopy const& tiled_copy, TS const&
 // inside the key loop: ptxas if-converted load_tile's "full" branch there, and the registers that
 // predicated code writes stay live around the whole loop (8 at d=128). Row m of this thread is
 // its first row row0 plus a compile-time offset; the test row0 < rows_left - offset keeps the
-// per-thread part to one register (row0 + offset per row was hoisted: one register per row).
+// per-thread part to one value (row0 + offset per row was hoisted: one register per row).
 template <class TiledCopyZfill, class TS, class TD, class TC>
 __device__ __forceinline__ void load_tile_zfill(TiledCopyZfill const& tiled_copy, TS const& src,
                                                 TD& dst, TC const& coord, int rows_left) {
-  const int row0 = opaque(int(get<0>(coord(0, 0, 0))));
+  const int row0 = int(get<0>(coord(0, 0, 0)));
 #pragma unroll
   for (int m = 0; m < size<1>(dst); ++m) {
     const int offset = int(get<0>(coord.layout()(0, m, 0)));  // compile-time
