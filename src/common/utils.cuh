@@ -35,7 +35,7 @@ __device__ __forceinline__ float lane_group_allreduce(float x, Op op) {
 // k-slice, per-row mask limits) out of the loop, where each hoisted copy would hold a register
 // for the whole loop. The derived values are then recomputed where they are used, often for
 // free (an immediate offset of the load that uses them). The empty asm emits no instruction, so
-// ptxas still sees through it and may hoist simple arithmetic itself (see load_tile_zfill).
+// ptxas still sees through it and may hoist arithmetic itself (see thread_index_in_loop).
 template <typename T>
 __device__ __forceinline__ T opaque(T x) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32- or 64-bit values");

@@ -135,8 +135,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
     // Softcap is a compile-time branch of the key loop, which is instantiated with and without
     // it. As a runtime branch inside the loop, ptxas if-converted it into 64 predicated tanh and
     // 64 predicated multiplies that every iteration issued, softcap or not (benchmarks/RESULTS.md).
+    // Whether the in-loop K load takes its own thread index (thread_index_in_loop(tid, n - 1)) or
+    // the iteration's t. Register-allocation tuning only, found by compiling both: its own index
+    // removes the last spills at d=64 (sm_80: 40 bytes) and d=96 (sm_80: 124 bytes), sharing t
+    // those at d=128 (sm_90a: 80 bytes). Either is correct (both equal tid).
+    constexpr bool kOwnIndexForKLoad = kHeadDim != 128;
     auto key_loop = [&](auto softcap) {
       for (int n = n_max - 1; n >= n_min; --n) {
+        // The thread index for this iteration's V load, S GEMM and mask (see thread_index_in_loop).
         const int t = thread_index_in_loop<Traits::kNThreads>(tid, n);
         Tensor acc_s = partition_fragment_C(tiled_mma, TileS{});
         clear(acc_s);
@@ -165,7 +171,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
         cp_async_wait<0>();  // V(n) has landed ...
         __syncthreads();     // ... for every thread, and everyone is done reading K(n)
         if (n > n_min) {
-          load_k_full(n - 1, t);  // only the last block can be partial, and it is loaded first
+          // Only the last block can be partial, and it was loaded first.
+          load_k_full(n - 1, kOwnIndexForKLoad ? thread_index_in_loop<Traits::kNThreads>(tid, n - 1) : t);
           cp_async_fence();
         }
         // online softmax: S -> P, O rescaled once
@@ -175,7 +182,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
         Tensor tOrP = make_tensor(rP.data(), acc_as_a_layout(rP.layout()));
 
         // O += P V(n), P straight from registers
-        gemm_rs(tiled_mma, acc_o, tOrP, tOrVt, smem_tiled_copy_v.get_thread_slice(t).partition_S(sVt),
+        const int t_pv = thread_index_in_loop<Traits::kNThreads>(tid, n_max - 1 - n);  // its own index
+        gemm_rs(tiled_mma, acc_o, tOrP, tOrVt, smem_tiled_copy_v.get_thread_slice(t_pv).partition_S(sVt),
                 tOrVt_view, smem_tiled_copy_v);
       }
     };

@@ -39,20 +39,24 @@ __device__ __forceinline__ auto key_block(Tensor0 const& g0, int n, int64_t row_
   return make_tensor(g0.data() + int64_t(n) * kBlockN * row_stride, g0.layout());
 }
 
-// The thread index for the partitions used inside the key loop, taken afresh in every iteration
-// (n: the loop counter, >= 0). Every per-thread offset the loop needs (the K/V gmem address of
-// each row, the cp.async and ldmatrix smem addresses, the mask coordinates) derives from it.
-// Derived from a plain threadIdx.x, they are loop-invariant, and the compilers hoisted each of
-// them out of the loop: one register per row, k-slice and row block, held across the whole loop
-// (the d=128 kernel spilled 228 bytes). Here they are recomputed where they are used, a few
-// integer instructions per iteration instead of ~20 registers:
-//  - opaque() hides tid's origin from NVVM (front end), which otherwise hoists;
-//  - adding n >> 31, which is 0 for n >= 0 but not known to be 0 by ptxas, makes t loop-variant
-//    for ptxas too (opaque alone is invisible to ptxas, and ptxas hoisted the ldmatrix base
-//    addresses itself: 80 bytes of spills at d=128 without this term, none with it).
+// The thread index for the partitions used inside the key loop, equal to tid; k is any value
+// that changes from one iteration to the next and is known to be >= 0 (a key block index, the
+// iteration count). Every per-thread offset the loop needs (the K/V gmem address of each row,
+// the cp.async and ldmatrix smem addresses, the mask coordinates) derives from it. Derived from a
+// plain threadIdx.x, they are loop-invariant, and the compilers hoisted each of them out of the
+// loop: one register per row, k-slice and row block, held across the whole loop (the d=128 kernel
+// spilled 228 bytes). Here they are recomputed where they are used, a few integer instructions
+// per iteration instead of ~20 registers:
+//  - opaque() hides tid's origin from NVVM (the front end), which otherwise hoists;
+//  - adding k >> 31, which is 0 for k >= 0 but not known to be 0 by ptxas, makes the index
+//    loop-variant for ptxas too (opaque alone is invisible to ptxas, and ptxas hoisted the
+//    ldmatrix base addresses itself: 80 bytes of spills at d=128 without this term).
+// Each phase of the loop (V load + S GEMM, K load, P V GEMM) takes its own index with its own k,
+// so that ptxas cannot merge them into one value kept alive through the whole iteration (that
+// cost the last spills at d=64 and at d=96 on sm_80).
 template <int kNThreads>
-__device__ __forceinline__ int thread_index_in_loop(int tid, int n) {
-  const int t = opaque(tid) + (opaque(n) >> 31);
+__device__ __forceinline__ int thread_index_in_loop(int tid, int k) {
+  const int t = opaque(tid) + (opaque(k) >> 31);
   __builtin_assume(t >= 0 && t < kNThreads);  // no sign handling in t / 8, t % 8, ...
   return t;
 }
