@@ -29,6 +29,24 @@ __device__ __forceinline__ float lane_group_allreduce(float x, Op op) {
   return x;
 }
 
+// Returns x unchanged, but the front-end optimiser (NVVM) can no longer see where the value came
+// from. Used inside a loop on a loop-invariant per-thread value (a base address, a coordinate),
+// it keeps NVVM from hoisting everything derived from that value (one address per row or per
+// k-slice, per-row mask limits) out of the loop, where each hoisted copy would hold a register
+// for the whole loop. The derived values are then recomputed where they are used, often for
+// free (an immediate offset of the load that uses them). The empty asm emits no instruction, so
+// ptxas still sees through it and may hoist arithmetic itself (see thread_index_in_loop).
+template <typename T>
+__device__ __forceinline__ T opaque(T x) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32- or 64-bit values");
+  if constexpr (sizeof(T) == 8) {
+    asm volatile("" : "+l"(x));
+  } else {
+    asm volatile("" : "+r"(x));
+  }
+  return x;
+}
+
 // Convert a register fragment element-wise to another numeric type, keeping its layout. Uses
 // cutlass's array converter so that fp32 -> bf16/fp16 packs two values per cvt instruction.
 template <typename To, typename Engine, typename Layout>

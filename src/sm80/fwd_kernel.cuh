@@ -68,32 +68,40 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
   Tensor mV = gmem_view(p.v, seq.k_offset(p.v_batch_stride, p.v_row_stride) + int64_t(hk) * p.v_head_stride,
                         seq.seqlen_k, p.v_row_stride);
   Tensor gQ = local_tile(mQ, TileQ{}, make_coord(m_block, 0));  // (BM, D)
-  Tensor gK = local_tile(mK, TileKV{}, make_coord(_, 0));       // (BN, D, n)
-  Tensor gV = local_tile(mV, TileKV{}, make_coord(_, 0));       // (BN, D, n)
+  Tensor gK = local_tile(mK, TileKV{}, make_coord(0, 0));       // (BN, D): key block 0
+  Tensor gV = local_tile(mV, TileKV{}, make_coord(0, 0));       // (BN, D): key block 0
 
   // ---- gmem -> smem copies (cp.async, 128-bit) ----
+  // The K/V loads and the ldmatrix views take the thread index t as an argument: inside the key
+  // loop it is thread_index_in_loop(), so that the compiler computes every per-thread offset
+  // where it is used rather than hoisting dozens of them out of the loop (see that function).
   typename Traits::GmemTiledCopyQKV gmem_tiled_copy;
-  auto gmem_copy = gmem_tiled_copy.get_thread_slice(tid);
-  Tensor tQgQ = gmem_copy.partition_S(gQ);
-  Tensor tQsQ = gmem_copy.partition_D(sQ);
-  Tensor tKgK = gmem_copy.partition_S(gK);
-  Tensor tKsK = gmem_copy.partition_D(sK);
-  Tensor tVgV = gmem_copy.partition_S(gV);
-  Tensor tVsV = gmem_copy.partition_D(sV);
-  Tensor tQcQ = gmem_copy.partition_S(make_identity_tensor(TileQ{}));
-  Tensor tKVc = gmem_copy.partition_S(make_identity_tensor(TileKV{}));
-
+  typename Traits::GmemTiledCopyQKVZfill gmem_tiled_copy_zfill;
   auto load_q = [&]() {
-    load_tile(gmem_tiled_copy, tQgQ, tQsQ, tQcQ, seq.seqlen_q - row_begin, row_begin + kBlockM <= seq.seqlen_q);
+    auto thr = gmem_tiled_copy.get_thread_slice(tid);
+    Tensor dst = thr.partition_D(sQ);
+    load_tile(gmem_tiled_copy, thr.partition_S(gQ), dst, thr.partition_S(make_identity_tensor(TileQ{})),
+              seq.seqlen_q - row_begin, row_begin + kBlockM <= seq.seqlen_q);
   };
-  auto load_k = [&](int n) {
-    load_tile(gmem_tiled_copy, tKgK(_, _, _, n), tKsK, tKVc, seq.seqlen_k - n * kBlockN,
+  // The last key block, loaded first (before the loop), is the only one that can end past
+  // seqlen_k; later K loads are full blocks.
+  auto load_k = [&](int n, int t) {
+    auto thr = gmem_tiled_copy.get_thread_slice(t);
+    Tensor dst = thr.partition_D(sK);
+    load_tile(gmem_tiled_copy, thr.partition_S(key_block<kBlockN>(gK, n, p.k_row_stride)), dst,
+              thr.partition_S(make_identity_tensor(TileKV{})), seq.seqlen_k - n * kBlockN,
               (n + 1) * kBlockN <= seq.seqlen_k);
   };
-  auto load_k_full = [&](int n) { copy(gmem_tiled_copy, tKgK(_, _, _, n), tKsK); };
-  auto load_v = [&](int n) {
-    load_tile(gmem_tiled_copy, tVgV(_, _, _, n), tVsV, tKVc, seq.seqlen_k - n * kBlockN,
-              (n + 1) * kBlockN <= seq.seqlen_k);
+  auto load_k_full = [&](int n, int t) {
+    auto thr = gmem_tiled_copy.get_thread_slice(t);
+    Tensor dst = thr.partition_D(sK);
+    copy(gmem_tiled_copy, thr.partition_S(key_block<kBlockN>(gK, n, p.k_row_stride)), dst);
+  };
+  auto load_v = [&](int n, int t) {
+    auto thr = gmem_tiled_copy.get_thread_slice(t);
+    Tensor dst = thr.partition_D(sV);
+    load_tile_zfill(gmem_tiled_copy_zfill, thr.partition_S(key_block<kBlockN>(gV, n, p.v_row_stride)), dst,
+                    thr.partition_S(make_identity_tensor(TileKV{})), seq.seqlen_k - n * kBlockN);
   };
 
   // ---- MMA partitions and smem -> register copies (ldmatrix) ----
@@ -107,18 +115,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
   auto smem_tiled_copy_q = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma);
   auto smem_tiled_copy_k = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, tiled_mma);
   auto smem_tiled_copy_v = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, tiled_mma);
-  auto copy_q = smem_tiled_copy_q.get_thread_slice(tid);
-  auto copy_k = smem_tiled_copy_k.get_thread_slice(tid);
-  auto copy_v = smem_tiled_copy_v.get_thread_slice(tid);
-  Tensor tSsQ = copy_q.partition_S(sQ);
-  Tensor tSrQ_view = copy_q.retile_D(tSrQ);
-  Tensor tSsK = copy_k.partition_S(sK);
-  Tensor tSrK_view = copy_k.retile_D(tSrK);
-  Tensor tOsVt = copy_v.partition_S(sVt);
-  Tensor tOrVt_view = copy_v.retile_D(tOrVt);
-
-  // (row, col) inside the S tile of each score this thread holds: the masks' coordinates.
-  Tensor tScS = rowcol_view(thr_mma.partition_C(make_identity_tensor(TileS{})));
+  // Register-side views (the same for every thread).
+  Tensor tSrQ_view = smem_tiled_copy_q.get_thread_slice(tid).retile_D(tSrQ);
+  Tensor tSrK_view = smem_tiled_copy_k.get_thread_slice(tid).retile_D(tSrK);
+  Tensor tOrVt_view = smem_tiled_copy_v.get_thread_slice(tid).retile_D(tOrVt);
 
   constexpr int kRows = decltype(size<0>(rowcol_view(acc_o)))::value;
   OnlineSoftmax<kRows> softmax;
@@ -129,37 +129,50 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
 
   if (n_min < n_max) {
     load_q();
-    load_k(n_max - 1);
+    load_k(n_max - 1, tid);
     cp_async_fence();
 
     // Softcap is a compile-time branch of the key loop, which is instantiated with and without
     // it. As a runtime branch inside the loop, ptxas if-converted it into 64 predicated tanh and
     // 64 predicated multiplies that every iteration issued, softcap or not (benchmarks/RESULTS.md).
+    // Whether the in-loop K load takes its own thread index (thread_index_in_loop(tid, n - 1)) or
+    // the iteration's t. Register-allocation tuning only, found by compiling both: its own index
+    // removes the last spills at d=64 (sm_80: 40 bytes) and d=96 (sm_80: 124 bytes), sharing t
+    // those at d=128 (sm_90a: 80 bytes). Either is correct (both equal tid).
+    constexpr bool kOwnIndexForKLoad = kHeadDim != 128;
     auto key_loop = [&](auto softcap) {
       for (int n = n_max - 1; n >= n_min; --n) {
+        // The thread index for this iteration's V load, S GEMM and mask (see thread_index_in_loop).
+        const int t = thread_index_in_loop<Traits::kNThreads>(tid, n);
         Tensor acc_s = partition_fragment_C(tiled_mma, TileS{});
         clear(acc_s);
         cp_async_wait<0>();  // K(n) (and Q) have landed ...
         __syncthreads();     // ... for every thread, and everyone is done reading V(n+1)
-        load_v(n);
+        load_v(n, t);
         cp_async_fence();
 
         // S = Q K(n)^T
-        gemm_ss(tiled_mma, acc_s, tSrQ, tSrK, tSsQ, tSsK, tSrQ_view, tSrK_view, smem_tiled_copy_q,
-                smem_tiled_copy_k);
+        gemm_ss(tiled_mma, acc_s, tSrQ, tSrK, smem_tiled_copy_q.get_thread_slice(t).partition_S(sQ),
+                smem_tiled_copy_k.get_thread_slice(t).partition_S(sK), tSrQ_view, tSrK_view,
+                smem_tiled_copy_q, smem_tiled_copy_k);
 
         Tensor s = rowcol_view(acc_s);
         if constexpr (decltype(softcap)::value) apply_softcap(s, p.softcap_inv);
         // Only blocks crossing a window edge or the end of the keys take the masked path. (One
         // loop body with a uniform branch: two specialised bodies raised register spills.)
-        if (mask.block_needs_mask<kBlockN>(n, row_begin, row_end)) mask.apply(s, tScS, row_begin, n * kBlockN);
+        if (mask.block_needs_mask<kBlockN>(n, row_begin, row_end)) {
+          // (row, col) inside the S tile of each score this thread holds: the mask's coordinates.
+          Tensor tScS = rowcol_view(tiled_mma.get_thread_slice(t).partition_C(make_identity_tensor(TileS{})));
+          mask.apply(s, tScS, row_begin, n * kBlockN);
+        }
 
         // FA2's order: K(n-1) is requested before the softmax, so its load overlaps the softmax
         // and the P V GEMM, not the P V GEMM alone (measured +4-5 % at d=128).
         cp_async_wait<0>();  // V(n) has landed ...
         __syncthreads();     // ... for every thread, and everyone is done reading K(n)
         if (n > n_min) {
-          load_k_full(n - 1);  // only the last block can be partial, and it is loaded first
+          // Only the last block can be partial, and it was loaded first.
+          load_k_full(n - 1, kOwnIndexForKLoad ? thread_index_in_loop<Traits::kNThreads>(tid, n - 1) : t);
           cp_async_fence();
         }
         // online softmax: S -> P, O rescaled once
@@ -169,7 +182,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
         Tensor tOrP = make_tensor(rP.data(), acc_as_a_layout(rP.layout()));
 
         // O += P V(n), P straight from registers
-        gemm_rs(tiled_mma, acc_o, tOrP, tOrVt, tOsVt, tOrVt_view, smem_tiled_copy_v);
+        const int t_pv = thread_index_in_loop<Traits::kNThreads>(tid, n_max - 1 - n);  // its own index
+        gemm_rs(tiled_mma, acc_o, tOrP, tOrVt, smem_tiled_copy_v.get_thread_slice(t_pv).partition_S(sVt),
+                tOrVt_view, smem_tiled_copy_v);
       }
     };
     if (use_softcap) {

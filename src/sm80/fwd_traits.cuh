@@ -65,6 +65,10 @@ struct FwdTraits {
   using GmemTiledCopyQKV = decltype(make_tiled_copy(
       Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{}, GmemLayoutAtom{},
       Layout<Shape<_1, Int<kGmemElems>>>{}));
+  // The same copy with a per-row predicate: src-size 0 reads nothing and zero-fills the 16 bytes.
+  using GmemTiledCopyQKVZfill = decltype(make_tiled_copy(
+      Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>, Element>{}, GmemLayoutAtom{},
+      Layout<Shape<_1, Int<kGmemElems>>>{}));
   using GmemTiledCopyO = decltype(make_tiled_copy(
       Copy_Atom<UniversalCopy<cute::uint128_t>, Element>{}, GmemLayoutAtom{},
       Layout<Shape<_1, Int<kGmemElems>>>{}));
