@@ -51,6 +51,8 @@ def varlen_case(backend, d):
 def fp8_quantize(x, hk):
     """x (b, s, h, d) -> (e4m3 tensor, descale (b, hk) float32): one scale per (batch, k/v head)."""
     b, s, h, d = x.shape
+    if x.numel() == 0:
+        return x.to(torch.float8_e4m3fn), torch.ones(b, hk, device=x.device)
     amax = x.float().abs().reshape(b, s, hk, h // hk, d).amax(dim=(1, 3, 4)).clamp_min(1e-6)
     scale = amax / 448.0
     per_head = scale.repeat_interleave(h // hk, dim=1)[:, None, :, None]

@@ -14,8 +14,8 @@ page tables, ...), flash_attn_combine and get_scheduler_metadata. num_splits=0 (
 me") runs unsplit, which is what FA3's heuristic may also pick.
 
 FP8: float8_e4m3fn q/k/v with q_descale/k_descale/v_descale of shape (batch, heads_k) float32
-are passed to the library (output bf16, as FA3). The FP8 kernels are not built yet, so the
-library currently answers with its UNSUPPORTED error (NotImplementedError).
+run the sm90 FP8 kernel (output bf16, as FA3); on GPUs other than compute capability 9.0, or
+in a build without FLASHCUTE_FP8, the library's UNSUPPORTED error (NotImplementedError).
 """
 from __future__ import annotations
 

@@ -288,7 +288,11 @@ def _use_triton(x, cu_seqlens, impl) -> bool:
             raise ValueError("impl: 'triton' needs a non-empty dense CUDA bf16/fp16 tensor with head dim "
                              "<= 256, batch * heads <= 65535, and an importable triton")
         return True
-    return ok and _triton_kernels() is not None
+    # "auto" takes the torch path: on the H200 (run 12) the Triton path's e4m3 values differed
+    # from the torch path's (round-to-nearest-even on the same fp32 input; not yet explained) and
+    # its rotation ran out of shared memory at head dim 192/256. Until both are fixed it is only
+    # used when asked for (impl="triton").
+    return False
 
 
 def _quantize_triton(x, heads_k, rotate, seed, amax):
@@ -419,7 +423,7 @@ def quantize(x: torch.Tensor, heads_k: Optional[int] = None, *, rotate: bool = F
     amax), because the kernel has one descale slot per (batch, heads_k). Default: x's heads.
     rotate / seed: apply hadamard(x, seed) first, fused (the rotated tensor is never written).
     scale = 448 / amax over the slot; values saturate at +-448 and round to nearest even.
-    impl: "auto" (Triton on CUDA for dense bf16/fp16 when importable, else torch ops), or force
+    impl: "auto" (torch ops; the Triton path is experimental, see _use_triton), or force
     "torch" / "triton" (tests compare them).
     """
     h = _check_quantize_args(x, heads_k, layout, cu_seqlens, rotate, seed, impl)
