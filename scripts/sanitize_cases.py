@@ -11,6 +11,7 @@ import torch
 import flashcute
 from flashcute.reference import attention_ref
 import flashcute.flash_attn_interface as fai
+from flashcute import fp8 as F
 
 
 def backends():
@@ -48,24 +49,13 @@ def varlen_case(backend, d):
     return (out.float() - ref.float()).abs().max().item()
 
 
-def fp8_quantize(x, hk):
-    """x (b, s, h, d) -> (e4m3 tensor, descale (b, hk) float32): one scale per (batch, k/v head)."""
-    b, s, h, d = x.shape
-    if x.numel() == 0:
-        return x.to(torch.float8_e4m3fn), torch.ones(b, hk, device=x.device)
-    amax = x.float().abs().reshape(b, s, hk, h // hk, d).amax(dim=(1, 3, 4)).clamp_min(1e-6)
-    scale = amax / 448.0
-    per_head = scale.repeat_interleave(h // hk, dim=1)[:, None, :, None]
-    return (x.float() / per_head).to(torch.float8_e4m3fn), scale.float().contiguous()
-
-
 def fp8_case(d, sq, sk, hq=2, hk=1, batch=2, **kw):
     """FP8 kernel vs the float64 reference on the dequantized inputs (q/k/v with descales != 1)."""
     torch.manual_seed(sq * 17 + sk + d)
-    q = torch.randn(batch, sq, hq, d, device="cuda") * 3
-    k = torch.randn(batch, sk, hk, d, device="cuda")
-    v = torch.randn(batch, sk, hk, d, device="cuda") * 2
-    (q8, qd), (k8, kd), (v8, vd) = fp8_quantize(q, hk), fp8_quantize(k, hk), fp8_quantize(v, hk)
+    q = torch.randn(batch, sq, hq, d, device="cuda", dtype=torch.bfloat16) * 3
+    k = torch.randn(batch, sk, hk, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(batch, sk, hk, d, device="cuda", dtype=torch.bfloat16) * 2
+    (q8, qd), (k8, kd), (v8, vd) = (F.quantize(x, hk) for x in (q, k, v))  # per (batch, k/v head)
     out = fai.flash_attn_func(q8, k8, v8, q_descale=qd, k_descale=kd, v_descale=vd, **kw)
 
     def deq(x8, ds, h):

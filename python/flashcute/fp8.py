@@ -251,7 +251,10 @@ def _quantize_torch(x, heads_k, rotate, seed, cu_seqlens):
     y = _rotated_fp32(x, rotate, seed)
     if cu_seqlens is None:
         b = x.shape[0]
-        amax = torch.linalg.vector_norm(y.reshape(b, x.shape[1], heads_k, g, d), math.inf, dim=(1, 3, 4))
+        yb = y.reshape(b, x.shape[1], heads_k, g, d)
+        # no rows (seqlen 0): every slot is all-zero (the inf norm of an empty dim is an error)
+        amax = (torch.linalg.vector_norm(yb, math.inf, dim=(1, 3, 4)) if yb.numel()
+                else yb.new_zeros(b, heads_k))
         descale, scale = _descale_and_scale(amax, norm)
         x8 = _cast_e4m3(y * scale.repeat_interleave(g, 1)[:, None, :, None])
         return x8.contiguous(), descale
