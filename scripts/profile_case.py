@@ -17,10 +17,12 @@ def main():
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--backend", default="sm90")
     ap.add_argument("--runs", type=int, default=4)
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"])
     a = ap.parse_args()
     b, h = 16384 // a.seqlen, 2048 // a.hdim
     torch.manual_seed(0)
-    q, k, v = (torch.randn(b, a.seqlen, h, a.hdim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}[a.dtype]
+    q, k, v = (torch.randn(b, a.seqlen, h, a.hdim, device="cuda").to(dt) for _ in range(3))
     for _ in range(a.runs):
         flashcute.flash_attn_func(q, k, v, causal=a.causal, backend=a.backend)
     torch.cuda.synchronize()
