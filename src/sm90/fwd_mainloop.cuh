@@ -73,6 +73,31 @@ CUTE_DEVICE void wgmma_issue(TiledMma& mma, TA& tA, TB const& tB, TC& tC, bool z
   if constexpr (kARegs) warpgroup_fence_operand(tA);
 }
 
+// Where the wait for P V goes (warpgroup_wait_after below). A/B switch: 0 = never pinned (plain
+// warpgroup_wait<0>, which ptxas hoists), 1 = always, 2 = FP8 only (default: measured +8-9 % for
+// e4m3 d=128 at 1k-4k, and -2..-4 % for bf16 at 1k; run 14 in benchmarks/RESULTS.md).
+#ifndef FLASHCUTE_SM90_PIN_PV_WAIT
+#define FLASHCUTE_SM90_PIN_PV_WAIT 2
+#endif
+
+// wgmma.wait_group N that ptxas cannot move above the computation of `dep`.
+// Why: ptxas schedules a wait_group as early as its basic block allows (it models no cost for the
+// wait). In the steady-state loop that put the wait for O += P(n+1) V(n+1) at the top of the
+// softmax of S(n), before its exponentials: the softmax then ran only after P V had finished,
+// and intra-warpgroup overlap was lost (seen in the SASS: WARPGROUP.DEPBAR before every MUFU.EX2).
+// A never-taken branch on dep ends the basic block once dep is known, so the wait stays after
+// everything dep depends on. dep is a sum of exponentials: never negative (NaN compares false).
+// The branch target must not be if-convertible into a predicated instruction (a few stores were);
+// brkpt is not, and unlike trap it leaves ptxas's register allocation and wgmma pipelining alone.
+template <int N>
+CUTE_DEVICE void warpgroup_wait_after(float dep) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.lt.f32 p, %0, 0f00000000;\n\t@p bra.uni FC_WAIT_NEVER;\n"
+      "FC_WAIT_BACK:\n\twgmma.wait_group.sync.aligned %1;\n\tbra.uni FC_WAIT_DONE;\n"
+      "FC_WAIT_NEVER:\n\tbrkpt;\n\tbra.uni FC_WAIT_BACK;\nFC_WAIT_DONE:\n}\n" ::"f"(dep), "n"(N)
+      : "memory");
+}
+
 // The log2-domain factor applied to raw scores (after softcap's tanh when softcap is on): the
 // consumers' softmax and the epilogue's LSE must use the same one.
 CUTE_DEVICE float score_scale_log2(FwdParams const& p, float qk_descale) {
@@ -89,6 +114,8 @@ struct Mainloop {
   using SharedStorage = typename Traits::SharedStorage;
 
   using PipelineVt = typename Traits::PipelineVt;
+  static constexpr bool kPinPVWait =
+      FLASHCUTE_SM90_PIN_PV_WAIT == 2 ? Traits::kFp8 : bool(FLASHCUTE_SM90_PIN_PV_WAIT);
 
   // ---------------------------------------------------------------- producer ------------------
   // 16-bit inputs: thread 0 alone runs load(). FP8: the whole producer warpgroup runs it; thread
@@ -328,7 +355,13 @@ struct Mainloop {
           pipe_k.consumer_release(state_k);
           ++state_k;
           scores_to_p(n);
-          warpgroup_wait<0>();  // P V done: O may be rescaled and P overwritten
+          // P V done: O may be rescaled and P overwritten. Kept after the softmax's exponentials
+          // (their row sums), which run while P V is still on the tensor cores.
+          if constexpr (kPinPVWait) {
+            warpgroup_wait_after<0>(softmax.sum_dependency());
+          } else {
+            warpgroup_wait<0>();
+          }
           warpgroup_fence_operand(tOrO);
           warpgroup_fence_operand(tOrP);
           pipe_v.consumer_release(state_v);

@@ -77,6 +77,14 @@ struct Sm90OnlineSoftmax {
     }
   }
 
+  // A value that depends on every P of the last online() (for warpgroup_wait_after); >= 0.
+  CUTE_DEVICE float sum_dependency() const {
+    float d = row_sum[0];
+#pragma unroll
+    for (int r = 1; r < kRows; ++r) d += row_sum[r];
+    return d;
+  }
+
   template <class TensorO>
   CUTE_DEVICE void rescale(TensorO&& o, float const (&corr)[kRows]) const {
 #pragma unroll
