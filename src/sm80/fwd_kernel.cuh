@@ -196,7 +196,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
 
   float lse[kRows];
   softmax.finalize(rowcol_view(acc_o), scale_log2, lse);
-  store_o_and_lse<Traits>(p, seq, m_block, h, tiled_mma, acc_o, lse, smem, tid);
+  // The head index for the epilogue. At d=96 it is read again from %ctaid.y (an asm the compiler
+  // cannot merge with the first read) instead of reusing h: otherwise h and the high word of
+  // int64_t(h) stay in two registers through the whole key loop for the epilogue's O/LSE
+  // offsets, and on sm_90a the softcap loop then spilled the V base pointer (8 bytes, reloaded
+  // every iteration). Read again, ptxas puts it in a uniform register after the loop: no spills.
+  // Register-allocation tuning only (it equals h); other head dims keep h (they do not spill).
+  int h_epilogue = h;
+  if constexpr (kHeadDim == 96) asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(h_epilogue));
+  store_o_and_lse<Traits>(p, seq, m_block, h_epilogue, tiled_mma, acc_o, lse, smem, tid);
 }
 
 }  // namespace flashcute::sm80
