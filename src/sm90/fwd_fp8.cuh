@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cute/tensor.hpp>
 #include "common/params.h"
+#include "common/utils.cuh"
 
 namespace flashcute::sm90 {
 
@@ -37,12 +38,6 @@ CUTE_DEVICE uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
       : "=r"(r)
       : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
   return r;
-}
-
-// First key of V^T position group `quad` (positions 4 quad .. 4 quad + 3 hold the keys
-// key, key + 1, key + 8, key + 9; see the permutation above).
-CUTE_DEVICE int vt_quad_first_key(int quad) {
-  return 32 * (quad / 8) + 16 * ((quad % 8) / 4) + 2 * (quad % 4);
 }
 
 // S (an m64nN fp32 accumulator fragment, values (column pair, row half, 8-column group) in
@@ -68,21 +63,27 @@ CUTE_DEVICE void pack_p_fp8(TensorS const& s, TensorP& p) {
   }
 }
 
-// The producer warpgroup's V -> V^T copy of one stage: 128 threads, each unit 4 keys x 16
-// columns (four 16-byte loads, a 4x4 byte transpose per word, sixteen 4-byte stores). Lanes take
-// consecutive position groups, so each store instruction writes one whole row of V^T (no bank
-// conflicts); the loads have at most 2-way conflicts.
-// Shared-space accesses by byte address (a generic pointer into smem would compile to generic
-// LD/ST, which take the address-space check on every access).
-CUTE_DEVICE uint4 lds128(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+// The producer warpgroup's V -> V^T copy of one stage, with ldmatrix.trans / stmatrix.
+// A block is 16 keys x 32 dv bytes (the stage has (N/16) x (dv/32) of them, 4 warps take every
+// 4th). ldmatrix.x4.trans reads it as four 8x8 b16 matrices M0..M3 (keys 0-7 / 8-15 x bytes 0-15,
+// then the same for bytes 16-31): thread t (p = t/4, q = t%4) receives from each, in one
+// register, keys 2q and 2q+1 of the byte pair (2p, 2p+1). Two byte permutes of (M0, M1) give
+// V^T rows 2p and 2p+1 at positions 4q .. 4q+3, holding keys 2q, 2q+1, 8+2q, 9+2q: exactly the
+// permutation above. stmatrix.x4 then writes 4 bytes per thread per matrix, one 16-byte row of
+// V^T per lane address. Per block and warp: 1 LDSM, 4 PRMT, 1 STSM and ~4 address instructions
+// (the previous byte-by-word copy spent ~90 per 64 bytes, and the producer's instructions take
+// issue slots from the consumer warps on the same schedulers).
+// Bank conflicts: the stmatrix rows of one matrix are V^T rows d with distinct d % 8 (rows 2r
+// for r < 4 and 2r + 1 for r >= 4 in S0, the others in S1), so a swizzled layout spreads them.
+CUTE_DEVICE void ldsm_t_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
-  return v;
 }
-CUTE_DEVICE void sts32(uint32_t addr, uint32_t v) {
-  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+CUTE_DEVICE void stsm_x4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+               "r"(a), "r"(b), "r"(c), "r"(d)
+               : "memory");
 }
 
 template <class Traits>
@@ -90,37 +91,36 @@ CUTE_DEVICE void transpose_v_stage(typename Traits::Element* v_landing, typename
                                    int src_stage, int dst_stage, int ptid) {
   static_assert(sizeof(typename Traits::Element) == 1, "offsets below are in bytes");
   constexpr int kBlockN = Traits::kBlockN, kHeadDimV = Traits::kHeadDimV;
-  constexpr int kQuads = kBlockN / 4;
-  constexpr int kUnits = kQuads * (kHeadDimV / 16);
+  static_assert(kBlockN % 16 == 0 && kHeadDimV % 32 == 0);
+  constexpr int kKeyBlocks = kBlockN / 16;
+  constexpr int kBlocks = kKeyBlocks * (kHeadDimV / 32);
+  static_assert(kBlocks % 4 == 0, "every producer warp takes the same number of blocks");
   typename Traits::SmemLayoutV layout_v;    // (N, dv, stage) -> byte offset, swizzled
   typename Traits::SmemLayoutVt layout_vt;  // (dv, N, stage) -> byte offset, swizzled
   const uint32_t v_base = cast_smem_ptr_to_uint(v_landing);
   const uint32_t vt_base = cast_smem_ptr_to_uint(vt);
+  // The thread index as a value ptxas must treat as changing from call to call (dst_stage >= 0,
+  // so the added term is 0): otherwise it hoists every block's two addresses out of the
+  // producer's tile loop, and the 56-register producer role spills them.
+  const int t = opaque(ptid) + (opaque(dst_stage) >> 31);
+  __builtin_assume(t >= 0 && t < 128);
+  const int warp = t / 32, lane = t % 32;
+  const int m = lane / 8, r = lane % 8;  // the matrix and row this lane gives the address of
+  const int ld_key = r + 8 * (m % 2), ld_byte = 16 * (m / 2);
+  const int st_row = 2 * r + ((m % 2) ^ int(r >= 4)) + 16 * (m / 2);
+  // Thread t's matrix row is p = t / 4: rows 2p + (p >= 4) go to S0/S2, the others to S1/S3.
+  const bool high = lane / 4 >= 4;
+  const uint32_t sel_even = high ? 0x7531u : 0x6420u, sel_odd = high ? 0x6420u : 0x7531u;
+  __syncwarp();  // ldmatrix/stmatrix are .aligned: thread 0 may come back from a TMA issue
   CUTE_UNROLL
-  for (int u = ptid; u < kUnits; u += 128) {  // kUnits % 128 != 0 (e.g. N 96): a partial last pass
-    const int quad = u % kQuads, d0 = (u / kQuads) * 16;
-    const int key0 = vt_quad_first_key(quad);
-    // 16-byte chunks stay contiguous under every GMMA swizzle (it permutes 16-byte units).
-    const uint4 r[4] = {lds128(v_base + layout_v(key0, d0, src_stage)),
-                        lds128(v_base + layout_v(key0 + 1, d0, src_stage)),
-                        lds128(v_base + layout_v(key0 + 8, d0, src_stage)),
-                        lds128(v_base + layout_v(key0 + 9, d0, src_stage))};
-    CUTE_UNROLL
-    for (int w = 0; w < 4; ++w) {
-      auto word = [&](int k) {
-        return w == 0 ? r[k].x : w == 1 ? r[k].y : w == 2 ? r[k].z : r[k].w;
-      };
-      // rows a, b, c, d (4 columns each) -> columns (a_j, b_j, c_j, d_j), j = 0..3
-      const uint32_t ab01 = __byte_perm(word(0), word(1), 0x5140);  // a0 b0 a1 b1
-      const uint32_t ab23 = __byte_perm(word(0), word(1), 0x7362);  // a2 b2 a3 b3
-      const uint32_t cd01 = __byte_perm(word(2), word(3), 0x5140);
-      const uint32_t cd23 = __byte_perm(word(2), word(3), 0x7362);
-      const int d = d0 + 4 * w;
-      sts32(vt_base + layout_vt(d + 0, 4 * quad, dst_stage), __byte_perm(ab01, cd01, 0x5410));
-      sts32(vt_base + layout_vt(d + 1, 4 * quad, dst_stage), __byte_perm(ab01, cd01, 0x7632));
-      sts32(vt_base + layout_vt(d + 2, 4 * quad, dst_stage), __byte_perm(ab23, cd23, 0x5410));
-      sts32(vt_base + layout_vt(d + 3, 4 * quad, dst_stage), __byte_perm(ab23, cd23, 0x7632));
-    }
+  for (int i = 0; i < kBlocks / 4; ++i) {
+    const int b = warp + 4 * i;
+    const int kb = b % kKeyBlocks, db = b / kKeyBlocks;
+    uint32_t v[4];
+    ldsm_t_x4(v_base + layout_v(16 * kb + ld_key, 32 * db + ld_byte, src_stage), v);
+    stsm_x4(vt_base + layout_vt(32 * db + st_row, 16 * kb, dst_stage),
+            __byte_perm(v[0], v[1], sel_even), __byte_perm(v[0], v[1], sel_odd),
+            __byte_perm(v[2], v[3], sel_even), __byte_perm(v[2], v[3], sel_odd));
   }
 }
 
