@@ -34,14 +34,28 @@ CUTE_HOST_DEVICE auto acc_as_operand_a(Layout const& l) {
                      make_layout(get<1>(groups), get<2>(l)));
 }
 
+#ifndef FLASHCUTE_SM90_LAZY_RESCALE
+#define FLASHCUTE_SM90_LAZY_RESCALE 1  // A/B switch: 0 = rescale O whenever a row max grows
+#endif
+
+// Lazy rescaling: the running max only moves (and O is only rescaled) when some row of the warp
+// sees its max grow by more than kLazyLog2 (log2 units). Otherwise the block's P is computed
+// against the stale max, so P may exceed 2^offset by up to 2^kLazyLog2; the row sum carries the
+// same factor, so O / sum and the LSE stay exact. After the first blocks a row max rarely grows
+// by that much, and each skipped step saves the 2 x rows exponentials of the correction and one
+// FMUL per O element (64 per thread at dv = 128). Bounds: 16-bit P up to 2^8 (bf16/fp16 and the
+// fp32 sums have range to spare); e4m3 P (offset 2^8) at most 2^8.75 = 430 < 448, e4m3's largest.
+//
 // kPOffsetLog2: P is computed as exp2(x - max + offset), i.e. scaled by 2^offset, and the row sum
 // with it (the scale cancels in O / sum; LSE subtracts it). FP8 uses 8: P in [0, 256] keeps the
 // small probabilities out of e4m3's subnormal range when P is rounded for P V (in emulation the
 // outlier test's P rounding error fell from 2.6e-3 to 1.0e-3).
 template <int kRows, int kPOffsetLog2 = 0>
 struct Sm90OnlineSoftmax {
+  static constexpr float kLazyLog2 = !FLASHCUTE_SM90_LAZY_RESCALE ? 0.f : (kPOffsetLog2 > 0 ? 0.75f : 8.f);
   float row_max[kRows];  // running max of raw scores; -inf while the row saw no visible key
   float row_sum[kRows];  // this thread's partial sum of exp2 (the 4 lanes of a row reduce last)
+  bool rescaled = true;  // the last online() moved the max: O must be rescaled by corr (warp-uniform)
 
   CUTE_DEVICE Sm90OnlineSoftmax() {
 #pragma unroll
@@ -51,29 +65,41 @@ struct Sm90OnlineSoftmax {
     }
   }
 
-  // s: (rows, cols) view of the raw scores. On return s holds P = exp2(s*scale - max*scale) and
-  // corr[r] the factor by which O (and the old row sum, already applied) must be rescaled.
+  // s: (rows, cols) view of the raw scores. On return s holds P = exp2(s*scale - max*scale) and,
+  // when `rescaled`, corr[r] the factor by which O must be rescaled (the row sum already is).
   template <class TensorS>
   CUTE_DEVICE void online(TensorS&& s, float scale_log2, float (&corr)[kRows]) {
     static_assert(decltype(size<0>(s))::value == kRows);
+    float m_new[kRows];
+    bool grow = false;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float m = row_max[r];
 #pragma unroll
       for (int c = 0; c < size<1>(s); ++c) m = fmaxf(m, s(r, c));
-      m = lane_group_allreduce<4>(m, MaxOp{});
-      // A row with every score masked so far keeps max -inf: offset 0 keeps exp2(-inf) = 0.
-      const float m_scaled = (m == -INFINITY) ? 0.f : m * scale_log2;
-      corr[r] = exp2f(row_max[r] * scale_log2 - m_scaled);
-      row_max[r] = m;
+      m_new[r] = lane_group_allreduce<4>(m, MaxOp{});
+      // -inf -> finite gives +inf (grow); -inf -> -inf gives NaN (no growth, nothing to scale).
+      grow |= (m_new[r] - row_max[r]) * scale_log2 > kLazyLog2;
+    }
+    rescaled = __any_sync(0xffffffffu, grow);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (rescaled) {
+        // A row with every score masked so far keeps max -inf: offset 0 keeps exp2(-inf) = 0.
+        const float m_scaled = (m_new[r] == -INFINITY) ? 0.f : m_new[r] * scale_log2;
+        corr[r] = exp2f(row_max[r] * scale_log2 - m_scaled);
+        row_max[r] = m_new[r];
+        row_sum[r] *= corr[r];
+      }
+      const float m_scaled = (row_max[r] == -INFINITY) ? 0.f : row_max[r] * scale_log2;
+      const float offset = float(kPOffsetLog2) - m_scaled;
       float sum = 0.f;
 #pragma unroll
-      const float offset = float(kPOffsetLog2) - m_scaled;
       for (int c = 0; c < size<1>(s); ++c) {
         s(r, c) = exp2f(fmaf(s(r, c), scale_log2, offset));
         sum += s(r, c);
       }
-      row_sum[r] = row_sum[r] * corr[r] + sum;
+      row_sum[r] += sum;
     }
   }
 
@@ -87,6 +113,7 @@ struct Sm90OnlineSoftmax {
 
   template <class TensorO>
   CUTE_DEVICE void rescale(TensorO&& o, float const (&corr)[kRows]) const {
+    if (!rescaled) return;  // warp-uniform
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
 #pragma unroll
