@@ -3,15 +3,20 @@
 bf16 kernel and cuDNN, in one process on the same inputs.
 
 Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_attention.py):
-  quant         flashcute.fp8.quantize of q and k (rotated) and v: the mode's overhead
-  quant-torch   the same through the torch-op fallback (impl="torch"), for information
+  quant         flashcute.fp8.quantize_qkv of q and k (rotated) and v, impl="auto": the mode's
+                overhead (the compiled CUDA kernel where the library has it, else torch ops)
+  quant-cuda    the same forced onto the compiled kernel (impl="cuda"): one launch for q, k, v
+  quant-torch   the same through the torch ops (impl="torch"), for comparison
   fp8-kernel    the FP8 kernel alone on pre-quantized e4m3 q, k, v with descales
   fp8-mode      flashcute.flash_attn_func(q, k, v, fp8=True): quantize + rotate + attention
   fp8-mode-norot  the same with FP8Config(rotate=False)
   bf16          flashcute.flash_attn_func on the bf16 inputs
   cudnn         torch SDPA with the cuDNN backend, bf16, contiguous (b, h, s, d) inputs
-plus fp8-mode's speedup over bf16 (the target: >= 1.1x at seqlen >= 4k, hdim 128) and the
-quantize traffic in GB/s (bytes read + written by the fused path: 2 reads of x, 1 write of x8).
+plus fp8-mode's speedup over bf16 (the target: >= 1.1x at seqlen >= 4k, hdim 128) and
+quant-cuda's rate in GB/s of the least traffic any quantizer needs (x read once, x8 written
+once: 3 bytes per element; the kernel reads x twice, the second time mostly from L2). The
+kernel's schedule can be switched for an A/B run with FLASHCUTE_FP8_QUANTIZE_LAG (-1: two
+launches, x read twice from HBM; see src/sm90/fp8_quantize.cu).
 
 Shapes: FlashAttention's convention, batch * seqlen = --total-tokens (16384), heads * hdim =
 --model-dim (2048), heads_k = heads (use --gqa for heads_k = heads / ratio).
@@ -32,7 +37,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention import environment, make_timer, tflops  # noqa: E402  (same folder)
 
-COLUMNS = ("quant", "quant-torch", "fp8-kernel", "fp8-mode", "fp8-mode-norot", "bf16", "cudnn")
+COLUMNS = ("quant", "quant-cuda", "quant-torch", "fp8-kernel", "fp8-mode", "fp8-mode-norot", "bf16", "cudnn")
 
 
 def _ints(text):
@@ -89,8 +94,7 @@ def runners(case, torch, flashcute):
 
     def quant(impl):
         def fn():
-            return (F.quantize(q, hk, rotate=True, impl=impl), F.quantize(k, hk, rotate=True, impl=impl),
-                    F.quantize(v, hk, impl=impl))
+            return F.quantize_qkv(q, k, v, rotate=True, impl=impl)
         return fn
 
     def cudnn():
@@ -100,6 +104,7 @@ def runners(case, torch, flashcute):
 
     return {
         "quant": quant("auto"),
+        "quant-cuda": quant("cuda"),
         "quant-torch": quant("torch"),
         "fp8-kernel": lambda: fai.flash_attn_func(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd,
                                                   v_descale=vd),
@@ -111,14 +116,15 @@ def runners(case, torch, flashcute):
 
 
 def quant_bytes(case):
-    """HBM bytes of the fused quantize of q, k, v: each read twice (bf16) and written once (e4m3)."""
+    """The least HBM traffic of quantizing q, k, v: each read once (bf16) and written once (e4m3)."""
     n_q = case["batch"] * case["seqlen"] * case["heads"] * case["hdim"]
     n_kv = case["batch"] * case["seqlen"] * case["heads_k"] * case["hdim"]
-    return (n_q + 2 * n_kv) * (2 + 2 + 1)
+    return (n_q + 2 * n_kv) * (2 + 1)
 
 
 def table(results, cols):
-    head = ["hdim", "causal", "seqlen"] + [f"{c} ms" for c in cols] + ["mode÷bf16 speedup", "quant GB/s"]
+    head = ["hdim", "causal", "seqlen"] + [f"{c} ms" for c in cols] + ["mode÷bf16 speedup", "quant-cuda GB/s",
+                                                                        "quant-cuda ÷ fp8-kernel"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         ms = r["ms"]
@@ -126,8 +132,10 @@ def table(results, cols):
         row += ["n/a" if ms.get(c) is None else f"{ms[c]:.3f}" for c in cols]
         sp = (ms["bf16"] / ms["fp8-mode"]) if ms.get("bf16") and ms.get("fp8-mode") else None
         row.append("n/a" if sp is None else f"{sp:.2f}x")
-        gbs = quant_bytes(r) / (ms["quant"] * 1e-3) / 1e9 if ms.get("quant") else None
+        gbs = quant_bytes(r) / (ms["quant-cuda"] * 1e-3) / 1e9 if ms.get("quant-cuda") else None
         row.append("n/a" if gbs is None else f"{gbs:.0f}")
+        share = ms["quant-cuda"] / ms["fp8-kernel"] if ms.get("quant-cuda") and ms.get("fp8-kernel") else None
+        row.append("n/a" if share is None else f"{100 * share:.1f} %")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

@@ -17,10 +17,10 @@ def test_abi_version():
     assert _lib.lib_abi_version() == _lib.ABI_VERSION
 
 
-def _header_struct_fields():
+def _header_struct_fields(struct="flashcute_fwd_args"):
     text = HEADER.read_text()
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    body = re.search(r"typedef struct flashcute_fwd_args \{(.*?)\} flashcute_fwd_args;", text, re.S).group(1)
+    body = re.search(rf"typedef struct {struct} \{{(.*?)\}} {struct};", text, re.S).group(1)
     names = []
     for decl in body.split(";"):
         decl = decl.strip()
@@ -28,12 +28,19 @@ def _header_struct_fields():
             continue
         m = re.match(r"(?:const\s+)?[\w]+\s*\**\s*(.*)", decl, re.S)
         for n in m.group(1).split(","):
-            names.append(n.strip().lstrip("*").strip())
+            names.append(re.sub(r"\[\d+\]$", "", n.strip().lstrip("*").strip()))
     return names
 
 
 def test_struct_fields_match_header_order():
     assert [f[0] for f in _lib.FwdArgs._fields_] == _header_struct_fields()
+
+
+def test_fp8_quantize_struct_matches_library_and_header():
+    assert ctypes.sizeof(_lib.Fp8QuantizeArgs) == _lib.lib_fp8_quantize_args_size()
+    assert [f[0] for f in _lib.Fp8QuantizeArgs._fields_] == _header_struct_fields("flashcute_fp8_quantize_args")
+    assert re.search(rf"#define FLASHCUTE_FP8_QUANTIZE_MAX_TENSORS {_lib.FP8_QUANTIZE_MAX_TENSORS}\b",
+                     HEADER.read_text())
 
 
 def test_enum_values_match_header():
@@ -52,10 +59,11 @@ def test_enum_values_match_header():
 
 def test_build_info_and_version():
     info = flashcute.build_info()
-    for key in ("version", "abi_version", "cuda_archs", "head_dims", "dtypes", "kernels"):
+    for key in ("version", "abi_version", "cuda_archs", "head_dims", "dtypes", "kernels", "fp8", "fp8_quantize"):
         assert key in info
     assert info["version"] == flashcute.__version__
     assert info["abi_version"] == _lib.ABI_VERSION
+    assert not info["fp8_quantize"] or info["fp8"], "the quantizer is built with the FP8 kernels"
 
 
 def test_struct_size_mismatch_is_import_error(monkeypatch):

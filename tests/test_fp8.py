@@ -116,9 +116,11 @@ def test_quantize_argument_errors():
     with pytest.raises(ValueError, match="Hadamard"):
         F.quantize(rnd(1, 4, 4, 80), rotate=True)
     with pytest.raises(ValueError, match="impl"):
-        F.quantize(x, impl="cuda")
+        F.quantize(x, impl="cutlass")
     with pytest.raises(ValueError, match="triton"):
         F.quantize(x, impl="triton")  # a CPU tensor has no Triton path
+    with pytest.raises(ValueError, match="cuda.*not a CUDA device"):
+        F.quantize(x, impl="cuda")  # nor a CUDA-kernel path
 
 
 def test_quantize_op_opcheck():
@@ -143,6 +145,109 @@ def test_quantize_qkv_equals_three_quantizes_and_opcheck():
                  (q[0], k[0], v[0], 2, False, 0, cu_q, cu_k, "torch")):
         torch.library.opcheck(torch.ops.flashcute.fp8_quantize_qkv.default, args,
                               test_utils=("test_schema", "test_faketensor"))
+
+
+# ---- the CUDA path's selection and its C ABI (no GPU needed) -----------------------------------
+def test_quantize_cuda_selection_falls_back(monkeypatch):
+    """impl="auto" takes the CUDA kernel only for dense CUDA bf16/fp16 tensors that the library
+    says it can quantize (built, Hopper, rotation only at head dims 64/128/256), else torch ops;
+    impl="cuda" raises with the reason instead. Fake CUDA tensors; the library's answer stubbed."""
+    asked = []
+
+    def fake_supported(device, dtype, head_dim, rotate):
+        asked.append((device, dtype, head_dim, rotate))
+        if rotate and head_dim not in (64, 128, 256):
+            return _lib.Support(False, None, "rotate: the kernel rotates head dims 64, 128 and 256 only")
+        return _lib.Support(True, "sm90", "")
+
+    monkeypatch.setattr(_lib, "fp8_quantize_supported", fake_supported)
+    monkeypatch.setattr(F, "_CUDA_SUPPORT", {})
+    cpu = rnd(1, 4, 4, 64)
+    with FakeTensorMode():
+        x = cu_empty(2, 9, 4, 128)
+        assert F._use_cuda(x, None, True, "auto") and F._use_cuda(x, None, False, "cuda")
+        assert F._use_cuda(cu_empty(2, 9, 4, 96, dtype=torch.float16), None, False, "auto")
+        assert not F._use_cuda(x, None, True, "torch") and not F._use_cuda(x, None, True, "triton")
+        no = [(cu_empty(2, 9, 4, 96), None, True, "rotates"),                     # Paley rotation
+              (cu_empty(18, 4, 128), torch.empty(3, dtype=torch.int32, device="cuda"), False, "varlen"),
+              (cu_empty(2, 9, 4, 128, dtype=torch.float32), None, False, "float32"),
+              (cu_empty(2, 9, 4, 80), None, False, "head dim 80"),
+              (cu_empty(2, 9, 0, 128), None, False, "heads > 0")]
+        for t, cu, rot, why in no:
+            assert not F._use_cuda(t, cu, rot, "auto"), why
+            with pytest.raises(ValueError, match=why):
+                F._use_cuda(t, cu, rot, "cuda")
+        n = len(asked)
+        F._use_cuda(x, None, True, "auto")
+        assert len(asked) == n, "the library's answer is cached per (device, dtype, head dim, rotate)"
+    assert not F._use_cuda(cpu, None, False, "auto")
+    # the library says no (not built / not Hopper): auto falls back, cuda names the reason
+    monkeypatch.setattr(_lib, "fp8_quantize_supported",
+                        lambda *a: _lib.Support(False, None, "fp8 quantize: not compiled into this build"))
+    monkeypatch.setattr(F, "_CUDA_SUPPORT", {})
+    with FakeTensorMode():
+        x = cu_empty(2, 9, 4, 128)
+        assert not F._use_cuda(x, None, False, "auto")
+        with pytest.raises(ValueError, match="not compiled"):
+            F._use_cuda(x, None, False, "cuda")
+    # on the CPU, auto is the torch path, bit for bit
+    a8, ad = F.quantize(cpu, 2, rotate=True, seed=3)
+    b8, bd = F._quantize_torch(cpu, 2, True, 3, None)
+    assert torch.equal(a8.view(torch.uint8), b8.view(torch.uint8)) and torch.equal(ad, bd)
+
+
+def test_quantize_sign_bits_are_the_rotation_signs():
+    for d in (64, 128, 256):
+        bits = F._sign_bits(d, 5)
+        s = torch.tensor([-1.0 if bits[i // 32] >> (i % 32) & 1 else 1.0 for i in range(d)])
+        torch.testing.assert_close(s.unsqueeze(1) * F._hadamard_pm1(d), F._signed_pm1_cpu(d, 5), rtol=0, atol=0)
+        assert all(w == 0 for w in bits[d // 32:])
+
+
+def _abi_args(**kw):
+    """A valid flashcute_fp8_quantize_args for (1, 16, 2, 128) bf16 at fake (aligned) addresses:
+    the library validates before it touches a device."""
+    a = _lib.Fp8QuantizeArgs()
+    a.x, a.x8, a.descale = 0x10000, 0x20000, 0x30000
+    a.x_batch_stride, a.x_row_stride, a.x_head_stride = 16 * 2 * 128, 2 * 128, 128
+    a.x8_batch_stride, a.x8_row_stride, a.x8_head_stride = 16 * 2 * 128, 2 * 128, 128
+    a.descale_batch_stride, a.descale_head_stride = 2, 1
+    a.batch, a.seqlen, a.heads, a.heads_k, a.head_dim, a.dtype = 1, 16, 2, 2, 128, _lib.DTYPE_BF16
+    for k, v in kw.items():
+        setattr(a, k, v)
+    return a
+
+
+def test_quantize_c_abi_validation():
+    ws = 0x40000
+    need = _lib.fp8_quantize_workspace_size([_abi_args(), _abi_args(batch=3, heads_k=1)])
+    assert need >= (2 + 3) * 8 + 4 and need % 16 == 0
+    bad = [(dict(head_dim=80), ValueError, r"tensors\[0\]\.head_dim: 80"),
+           (dict(heads_k=3), ValueError, "heads_k"),
+           (dict(dtype=_lib.DTYPE_E4M3), ValueError, "dtype"),
+           (dict(x=0x10002), ValueError, r"tensors\[0\]\.x: data pointer"),
+           (dict(x8_row_stride=2 * 128 + 8), ValueError, r"x8: row stride"),
+           (dict(x_head_stride=-128), ValueError, "negative"),
+           (dict(descale=0), ValueError, "descale"),
+           (dict(seqlen=-1), ValueError, "seqlen"),
+           (dict(head_dim=96, rotate=1), NotImplementedError, "rotates head dims 64, 128 and 256")]
+    for kw, exc, msg in bad:
+        with pytest.raises(exc, match=msg):
+            _lib.fp8_quantize([_abi_args(**kw)], ws, 4096, -1, 0)
+    with pytest.raises(ValueError, match=r"tensors\[1\]\.dtype"):
+        _lib.fp8_quantize([_abi_args(), _abi_args(dtype=_lib.DTYPE_FP16)], ws, 4096, -1, 0)
+    with pytest.raises(ValueError, match="workspace_bytes"):
+        _lib.fp8_quantize([_abi_args()], ws, 16, -1, 0)
+    with pytest.raises(ValueError, match="workspace"):
+        _lib.fp8_quantize([_abi_args()], 0, 4096, -1, 0)
+    with pytest.raises(ValueError, match="1 to 4"):
+        _lib.fp8_quantize([_abi_args()] * 5, ws, 4096, -1, 0)
+    _lib.fp8_quantize([_abi_args(batch=0)], 0, 0, -1, 0)  # nothing to do: OK without a device
+    if not flashcute.build_info()["fp8_quantize"]:
+        # valid arguments, but this build has no kernel: UNSUPPORTED, naming the CMake options
+        with pytest.raises(NotImplementedError, match="FLASHCUTE_FP8"):
+            _lib.fp8_quantize([_abi_args()], ws, 4096, -1, 0)
+        assert not _lib.fp8_quantize_supported(-1, _lib.DTYPE_BF16, 128, False)
 
 
 # ---- hadamard ------------------------------------------------------------------------------------

@@ -216,8 +216,8 @@ def test_fp8_mode_sdpa_and_varlen_paths():
     sdpa = flashcute.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                   is_causal=True, fp8=True).transpose(1, 2)
     assert torch.equal(dense, sdpa)  # same quantized inputs, same kernel (equal lengths: same alignment)
-    # varlen quantizes with torch ops, dense with Triton: bitwise equal without rotation (with it,
-    # fp32 sums in another order may flip a rare rounding)
+    # varlen quantizes with torch ops, dense with the CUDA kernel: bitwise equal without rotation
+    # (with it, fp32 sums in another order may flip a rare rounding)
     cfg = F.FP8Config(rotate=False)
     dense = flashcute.flash_attn_func(q, k, v, causal=True, fp8=cfg)
     cu = torch.tensor([0, 257, 514], dtype=torch.int32, device=DEVICE)

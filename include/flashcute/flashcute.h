@@ -138,6 +138,69 @@ FLASHCUTE_API flashcute_status flashcute_fwd_supported(int device, int backend, 
                                                        int head_dim, int head_dim_v,
                                                        int* resolved_backend);
 
+/* ---- FP8 (e4m3) quantization -------------------------------------------------------------------
+ * Makes the FP8 kernel's inputs from fp16/bf16 tensors: one scale per (batch, heads_k) slot,
+ * with an optional random Hadamard rotation first (flashcute.fp8.quantize's arithmetic, bit for
+ * bit without the rotation):
+ *   y       = x                      (rotate == 0), or
+ *             x @ (diag(s) H)        H the Sylvester +-1 Hadamard matrix of order head_dim (a
+ *                                    power of two), s_i = -1 where bit i of rotation_signs is set
+ *                                    (word i / 32, bit i % 32), else +1; fp32, unnormalised
+ *   amax    = max |y| over the slot: its seqlen rows and the heads / heads_k q heads of its group
+ *   safe    = amax > 0 ? amax : 448
+ *   x8      = e4m3(clamp(y * (fp32(1 / safe) * 448), -448, 448)), round to nearest even
+ *   descale = safe * fp32(norm / 448), norm = 1 / sqrt(head_dim) with the rotation, else 1
+ * so that x8 * descale ~= x (or ~= x @ R, R = diag(s) H / sqrt(head_dim) orthogonal).
+ * Dense layout only: x (batch, seqlen, heads, head_dim), x8 the same shape (float8_e4m3fn),
+ * descale (batch, heads_k) fp32 with strides descale_batch_stride and descale_head_stride.
+ * Rows 16-byte aligned: pointers x and x8 16-byte aligned, strides multiples of 16 bytes. */
+#define FLASHCUTE_FP8_QUANTIZE_MAX_TENSORS 4
+
+typedef struct flashcute_fp8_quantize_args {
+  uint64_t struct_size; /* = sizeof(flashcute_fp8_quantize_args) as the caller compiled it */
+
+  const void* x; /* fp16 or bf16 input */
+  void* x8;      /* float8_e4m3fn output, x's shape */
+  float* descale;/* fp32 output, (batch, heads_k) */
+
+  int64_t x_batch_stride, x_row_stride, x_head_stride;
+  int64_t x8_batch_stride, x8_row_stride, x8_head_stride;
+  int64_t descale_batch_stride, descale_head_stride;
+
+  int32_t batch;
+  int32_t seqlen;
+  int32_t heads;
+  int32_t heads_k;  /* heads % heads_k == 0: a slot spans the heads / heads_k heads of a group */
+  int32_t head_dim; /* 64, 96, 128, 192 or 256 */
+  int32_t dtype;    /* flashcute_dtype of x: FP16 or BF16 (all tensors of one call alike) */
+  int32_t rotate;   /* nonzero: rotate first (head_dim 64, 128 or 256) */
+  uint32_t rotation_signs[8]; /* the signs s of the rotation, one bit per coordinate (see above) */
+} flashcute_fp8_quantize_args;
+
+/* The library's own sizeof(flashcute_fp8_quantize_args). */
+FLASHCUTE_API size_t flashcute_fp8_quantize_args_size(void);
+
+/* Bytes of device workspace flashcute_fp8_quantize needs for these tensors (0 if count is out of
+ * range or a pointer is NULL). The workspace need not be initialised: the call zeroes it on the
+ * stream. */
+FLASHCUTE_API size_t flashcute_fp8_quantize_workspace_size(const flashcute_fp8_quantize_args* const* tensors,
+                                                           int count);
+
+/* Quantize `count` (1..FLASHCUTE_FP8_QUANTIZE_MAX_TENSORS) tensors in one launch, e.g. q, k and v
+ * of the FP8 mode. Asynchronous on `stream` (cudaStream_t; NULL = the legacy default stream); no
+ * allocation, no host synchronisation, deterministic; capturable in a CUDA graph. `workspace`:
+ * at least flashcute_fp8_quantize_workspace_size() bytes on `device`, 16-byte aligned, used by
+ * one call at a time. device: the CUDA ordinal of the pointers, -1 = the current device.
+ * Needs compute capability 9.0 and a build with the FP8 kernels (FLASHCUTE_FP8 with 90a). */
+FLASHCUTE_API flashcute_status flashcute_fp8_quantize(const flashcute_fp8_quantize_args* const* tensors, int count,
+                                                      void* workspace, size_t workspace_bytes, int device,
+                                                      void* stream);
+
+/* Whether flashcute_fp8_quantize can run for (dtype, head_dim, rotate) on `device` (-1 =
+ * current): FLASHCUTE_OK, or UNSUPPORTED / INVALID_ARGUMENT with the reason in
+ * flashcute_last_error() (not compiled in, not Hopper, no in-kernel rotation for this head dim). */
+FLASHCUTE_API flashcute_status flashcute_fp8_quantize_supported(int device, int dtype, int head_dim, int rotate);
+
 #ifdef __cplusplus
 }
 #endif

@@ -73,11 +73,13 @@ def _cast_kernel(x_ptr, m_ptr, amax_ptr, descale_ptr, out_ptr, norm_over_max, S,
     m = _load_m(m_ptr, cols, D, ROTATE)
     base = b.to(tl.int64) * sxb + h.to(tl.int64) * sxh
     obase = b.to(tl.int64) * sob + h.to(tl.int64) * soh
-    # scale and descale from the slot's amax, with the torch path's exact fp32 arithmetic
-    # (IEEE division, not the approximate one); an all-zero slot gets scale 1.
+    # scale and descale from the slot's amax, with the torch path's exact fp32 arithmetic: torch
+    # evaluates 448 / t as t.reciprocal() * 448 (Tensor.__rtruediv__), which differs from a
+    # correctly rounded 448 / t in the last bit for about a quarter of all t; an all-zero slot
+    # gets scale 1.
     amax = tl.load(amax_ptr + b * HK + h // G)
     safe = tl.where(amax > 0, amax, 448.0)
-    scale = tl.math.div_rn(448.0, safe)
+    scale = tl.math.div_rn(1.0, safe) * 448.0
     if (pid_s == 0) & (h % G == 0):
         tl.store(descale_ptr + b * HK + h // G, safe * norm_over_max)
     for i in range(STEPS):

@@ -18,7 +18,7 @@ from typing import Optional
 
 __all__ = [
     "ABI_VERSION", "LIBRARY_PATH", "FwdArgs", "fwd", "build_info", "supported", "version",
-    "last_error", "Support",
+    "last_error", "Support", "Fp8QuantizeArgs", "fp8_quantize", "fp8_quantize_supported",
 ]
 
 # ---- constants (flashcute.h) ------------------------------------------------------------------
@@ -42,6 +42,8 @@ BACKEND_NAMES = {v: k for k, v in BACKENDS.items()}
 
 ALIGN_BOTTOM_RIGHT = 0
 ALIGN_TOP_LEFT = 1
+
+FP8_QUANTIZE_MAX_TENSORS = 4
 
 _REBUILD_HINT = (
     "reinstall flashcute (`pip install --force-reinstall flashcute`), or rebuild it from the "
@@ -100,6 +102,28 @@ class FwdArgs(ctypes.Structure):
     ]
 
 
+class Fp8QuantizeArgs(ctypes.Structure):
+    """Mirror of flashcute_fp8_quantize_args (one tensor of a flashcute_fp8_quantize call)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint64),
+        ("x", ctypes.c_void_p),
+        ("x8", ctypes.c_void_p),
+        ("descale", ctypes.c_void_p),  # float*
+        ("x_batch_stride", _i64), ("x_row_stride", _i64), ("x_head_stride", _i64),
+        ("x8_batch_stride", _i64), ("x8_row_stride", _i64), ("x8_head_stride", _i64),
+        ("descale_batch_stride", _i64), ("descale_head_stride", _i64),
+        ("batch", _i32),
+        ("seqlen", _i32),
+        ("heads", _i32),
+        ("heads_k", _i32),
+        ("head_dim", _i32),
+        ("dtype", _i32),
+        ("rotate", _i32),
+        ("rotation_signs", ctypes.c_uint32 * 8),
+    ]
+
+
 # ---- loading ----------------------------------------------------------------------------------
 def _library_path() -> pathlib.Path:
     override = os.environ.get("FLASHCUTE_LIBRARY")
@@ -125,6 +149,16 @@ def _declare(lib: ctypes.CDLL) -> None:
         ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
         ctypes.POINTER(ctypes.c_int)]
     lib.flashcute_fwd_supported.restype = ctypes.c_int
+    lib.flashcute_fp8_quantize_args_size.argtypes = []
+    lib.flashcute_fp8_quantize_args_size.restype = ctypes.c_size_t
+    lib.flashcute_fp8_quantize_workspace_size.argtypes = [ctypes.POINTER(ctypes.POINTER(Fp8QuantizeArgs)),
+                                                          ctypes.c_int]
+    lib.flashcute_fp8_quantize_workspace_size.restype = ctypes.c_size_t
+    lib.flashcute_fp8_quantize.argtypes = [ctypes.POINTER(ctypes.POINTER(Fp8QuantizeArgs)), ctypes.c_int,
+                                           ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    lib.flashcute_fp8_quantize.restype = ctypes.c_int
+    lib.flashcute_fp8_quantize_supported.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    lib.flashcute_fp8_quantize_supported.restype = ctypes.c_int
 
 
 def _load():
@@ -151,6 +185,11 @@ def _load():
         raise ImportError(f"flashcute: {path} reports sizeof(flashcute_fwd_args) = {size} bytes, but "
                           f"flashcute/_lib.py declares {ctypes.sizeof(FwdArgs)} bytes (the header and "
                           f"the Python mirror have drifted apart); {_REBUILD_HINT}")
+    qsize = lib.flashcute_fp8_quantize_args_size()
+    if qsize != ctypes.sizeof(Fp8QuantizeArgs):
+        raise ImportError(f"flashcute: {path} reports sizeof(flashcute_fp8_quantize_args) = {qsize} bytes, but "
+                          f"flashcute/_lib.py declares {ctypes.sizeof(Fp8QuantizeArgs)} bytes (the header and "
+                          f"the Python mirror have drifted apart); {_REBUILD_HINT}")
     return lib, path
 
 
@@ -169,6 +208,10 @@ def version() -> str:
 
 def lib_fwd_args_size() -> int:
     return int(_lib.flashcute_fwd_args_size())
+
+
+def lib_fp8_quantize_args_size() -> int:
+    return int(_lib.flashcute_fp8_quantize_args_size())
 
 
 def lib_abi_version() -> int:
@@ -196,6 +239,38 @@ def fwd(args: FwdArgs) -> None:
     args.struct_size = ctypes.sizeof(FwdArgs)
     status = _lib.flashcute_fwd(ctypes.byref(args))
     _raise_for_status(status, "flashcute_fwd")
+
+
+def _quantize_array(tensors):
+    n = len(tensors)
+    if not 1 <= n <= FP8_QUANTIZE_MAX_TENSORS:
+        raise ValueError(f"fp8_quantize: {n} tensors; one call takes 1 to {FP8_QUANTIZE_MAX_TENSORS}")
+    for a in tensors:
+        a.struct_size = ctypes.sizeof(Fp8QuantizeArgs)
+    return (ctypes.POINTER(Fp8QuantizeArgs) * n)(*[ctypes.pointer(a) for a in tensors]), n
+
+
+def fp8_quantize_workspace_size(tensors) -> int:
+    """Bytes of workspace flashcute_fp8_quantize needs for these Fp8QuantizeArgs."""
+    arr, n = _quantize_array(tensors)
+    return int(_lib.flashcute_fp8_quantize_workspace_size(arr, n))
+
+
+def fp8_quantize(tensors, workspace: int, workspace_bytes: int, device: int, stream: int) -> None:
+    """Launch flashcute_fp8_quantize on a list of Fp8QuantizeArgs (one launch for all of them);
+    asynchronous on `stream`. Raises on a non-OK status."""
+    arr, n = _quantize_array(tensors)
+    status = _lib.flashcute_fp8_quantize(arr, n, workspace, workspace_bytes, int(device), stream)
+    _raise_for_status(status, "flashcute_fp8_quantize")
+
+
+def fp8_quantize_supported(device: int, dtype: int, head_dim: int, rotate: bool) -> Support:
+    """Whether flashcute_fp8_quantize runs for (dtype, head_dim, rotate) on CUDA device `device`
+    (-1 = current); .reason says why not (not built, not Hopper, no in-kernel rotation)."""
+    status = _lib.flashcute_fp8_quantize_supported(int(device), int(dtype), int(head_dim), int(bool(rotate)))
+    if status == OK:
+        return Support(True, "sm90", "")
+    return Support(False, None, last_error())
 
 
 _BUILD_INFO: Optional[dict] = None

@@ -21,15 +21,20 @@ signs +-1 drawn from a seeded torch.Generator on the CPU, so R is the same on ev
 run for a given seed. H exists for d = 2^k (Sylvester) and d = 12 * 2^k (Paley's order-12
 matrix (x) Sylvester), which covers head dims 64, 96, 128, 192 and 256.
 
-Speed: on CUDA with Triton importable, quantize runs two fused Triton passes per tensor
-(pass 1: read x, rotate in registers with a tensor-core dot, per-(batch, head_k) amax by atomic
-max; pass 2: read x again, rotate, scale, saturate, cast to e4m3, write) -- no rotated copy is
-ever written. Otherwise (CPU, varlen, fp32 input, no Triton) the same arithmetic runs as torch
-ops. Both paths compute the rotation in fp32 (the +-1 matrix is exact in bf16/fp16; 1/sqrt(d)
-is folded into the descale), then x * (448 / amax), saturate to +-448, round to nearest even.
-Inputs must be finite (an inf/NaN makes its (batch, head) slot non-finite). The rotation
-matrix is copied to a device once per (d, seed, device, dtype) and cached: make the first call
-outside CUDA-graph capture (any warm-up does), as a host-to-device copy cannot be captured.
+Speed: on a Hopper GPU, dense bf16/fp16 inputs take the compiled core's fused kernel
+(flashcute_fp8_quantize, impl="cuda"): one launch for q, k and v, every (batch, head_k) slot
+read twice in quick succession (amax, then scale + cast), the second read from L2, the rotation
+a fast Walsh-Hadamard transform in registers (head dims 64, 128, 256; 96 and 192 rotate on the
+torch path). Otherwise (CPU, varlen, fp32 input, another GPU, a build without the FP8 kernels)
+the same arithmetic runs as torch ops. The torch path defines the semantics: the rotation in
+fp32 (the +-1 matrix is exact in bf16/fp16; 1/sqrt(d) is folded into the descale), then
+x * (fp32(1 / amax) * 448), saturate to +-448, round to nearest even. The CUDA path gives the
+same bytes without the rotation; with it, its fp32 sums run in another order than torch's GEMM
+(a rare value one e4m3 step apart). An experimental Triton path (impl="triton") also exists.
+Inputs must be finite (an inf/NaN makes its (batch, head) slot non-finite). The torch path
+copies the rotation matrix to a device once per (d, seed, device, dtype) and caches it: make
+its first call outside CUDA-graph capture (any warm-up does), as a host-to-device copy cannot
+be captured. The CUDA path needs no device copy (the signs travel as kernel arguments).
 """
 from __future__ import annotations
 
@@ -42,6 +47,9 @@ from typing import Optional, Tuple
 import torch
 
 __all__ = ["E4M3_MAX", "FP8Config", "quantize", "hadamard", "hadamard_matrix", "dequantize"]
+
+#: quantize's impl choices: "auto" (the CUDA kernel where it runs, else torch ops), or one forced.
+IMPLS = ("auto", "torch", "triton", "cuda")
 
 #: The largest finite float8_e4m3fn value; per-head amax is mapped onto it.
 E4M3_MAX = 448.0
@@ -310,7 +318,102 @@ def _quantize_triton(x, heads_k, rotate, seed, amax):
     return x8, descale
 
 
+# ---- quantization: the CUDA path (the compiled core's flashcute_fp8_quantize) ---------------------
+_CUDA_HEAD_DIMS = (64, 96, 128, 192, 256)
+_CUDA_SUPPORT: dict = {}  # (device index, dtype, head_dim, rotate) -> _lib.Support, asked once
+
+
+def _cuda_reason(x, cu_seqlens, rotate) -> str:
+    """Why the CUDA path cannot quantize x ("" if it can). Host-side facts only: no device work,
+    and the library's answer for (device, dtype, head dim, rotation) is cached."""
+    if cu_seqlens is not None:
+        return "varlen (cu_seqlens) inputs take the torch path"
+    if x.device.type != "cuda":
+        return f"x is on {x.device}, not a CUDA device"
+    if x.dtype not in (torch.bfloat16, torch.float16):
+        return f"x is {x.dtype}; the kernel reads bfloat16 or float16"
+    if x.dim() != 4 or x.shape[2] == 0:
+        return f"x has shape {tuple(x.shape)}; the kernel takes (batch, seqlen, heads > 0, head_dim)"
+    d = x.shape[-1]
+    if d not in _CUDA_HEAD_DIMS:
+        return f"head dim {d}; the kernel covers {_CUDA_HEAD_DIMS}"
+    from . import _lib
+    from .ops import _DTYPE_CODES
+
+    key = (x.get_device(), x.dtype, d, bool(rotate))
+    sup = _CUDA_SUPPORT.get(key)
+    if sup is None:
+        sup = _lib.fp8_quantize_supported(key[0], _DTYPE_CODES[x.dtype], d, rotate)
+        _CUDA_SUPPORT[key] = sup
+    return "" if sup else sup.reason
+
+
+def _use_cuda(x, cu_seqlens, rotate, impl) -> bool:
+    if impl not in ("auto", "cuda"):
+        return False
+    why = _cuda_reason(x, cu_seqlens, rotate)
+    if impl == "cuda" and why:
+        raise ValueError(f"impl: 'cuda' cannot quantize this input: {why}")
+    return not why
+
+
+@functools.lru_cache(maxsize=64)
+def _sign_bits(d: int, seed: int) -> Tuple[int, ...]:
+    """The rotation's signs (_signs(d, seed)) as the C ABI's 8 words: bit i set where s_i = -1."""
+    neg = (_signs(d, seed, None) < 0).tolist()
+    words = [0] * 8
+    for i, n in enumerate(neg):
+        if n:
+            words[i // 32] |= 1 << (i % 32)
+    return tuple(words)
+
+
+def _quantize_cuda(jobs, heads_k, seed, outs=None):
+    """[(x, rotate), ...] (dense (b, s, h, d) CUDA bf16/fp16 views, one dtype, one device) ->
+    [(x8, descale), ...] through one flashcute_fp8_quantize launch. outs: preallocated contiguous
+    (x8, descale) pairs to fill instead (tests poison them first)."""
+    from . import _lib
+    from .ops import _DTYPE_CODES, _kernel_ready
+
+    dev = jobs[0][0].device
+    if outs is None:
+        outs = [(torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=dev),
+                 torch.empty((x.shape[0], heads_k), dtype=torch.float32, device=dev)) for x, _ in jobs]
+    args, keep = [], []
+    for (x, rotate), (x8, descale) in zip(jobs, outs):
+        b, s, h, d = x.shape
+        if x8.shape != x.shape or not x8.is_contiguous() or descale.shape != (b, heads_k) \
+                or not descale.is_contiguous():
+            raise ValueError("outs: contiguous x8 of x's shape and descale (batch, heads_k) expected")
+        if b == 0:
+            continue  # nothing to read or write
+        a = _lib.Fp8QuantizeArgs()
+        if s > 0:
+            x, xs = _kernel_ready(x)  # in place unless the last dim / alignment needs a copy
+            keep.append(x)
+            a.x, a.x8 = x.data_ptr(), x8.data_ptr()
+            a.x_batch_stride, a.x_row_stride, a.x_head_stride = xs[0], xs[1], xs[2]
+            a.x8_batch_stride, a.x8_row_stride, a.x8_head_stride = s * h * d, h * d, d
+        a.descale = descale.data_ptr()
+        a.descale_batch_stride, a.descale_head_stride = heads_k, 1
+        a.batch, a.seqlen, a.heads, a.heads_k, a.head_dim = b, s, h, heads_k, d
+        a.dtype = _DTYPE_CODES[x.dtype]
+        a.rotate = int(bool(rotate))
+        if rotate:
+            a.rotation_signs[:] = _sign_bits(d, seed)
+        args.append(a)
+    if args:
+        nbytes = _lib.fp8_quantize_workspace_size(args)
+        workspace = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+        _lib.fp8_quantize(args, workspace.data_ptr(), nbytes, dev.index if dev.index is not None else -1,
+                          torch.cuda.current_stream(dev).cuda_stream)
+    del keep  # copies stay alive until the launch is enqueued; the caching allocator is stream-ordered
+    return outs
+
+
 def _quantize_impl(x, heads_k, rotate, seed, cu_seqlens, impl="auto"):
+    if _use_cuda(x, cu_seqlens, rotate, impl):
+        return _quantize_cuda([(x, rotate)], heads_k, seed)[0]
     if _use_triton(x, cu_seqlens, impl):
         amax = torch.zeros(x.shape[0], heads_k, dtype=torch.float32, device=x.device)
         return _quantize_triton(x, heads_k, rotate, seed, amax)
@@ -318,22 +421,32 @@ def _quantize_impl(x, heads_k, rotate, seed, cu_seqlens, impl="auto"):
 
 
 def _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl="auto"):
-    """The FP8 mode's three quantizations; on the Triton path with one zero-filled amax buffer
+    """The FP8 mode's three quantizations: on the CUDA path in one launch (those of the three it
+    can take; the others on the torch path), on the Triton path with one zero-filled amax buffer
     for all three (one memset, then two launches per tensor)."""
-    if all(_use_triton(t, cu, impl) for t, cu in ((q, cu_seqlens_q), (k, cu_seqlens_k), (v, cu_seqlens_k))):
+    jobs = ((q, rotate, cu_seqlens_q), (k, rotate, cu_seqlens_k), (v, False, cu_seqlens_k))
+    if impl == "triton" and all(_use_triton(t, cu, impl) for t, _, cu in jobs):
         amax = torch.zeros(3, q.shape[0], heads_k, dtype=torch.float32, device=q.device)
         q8, qd = _quantize_triton(q, heads_k, rotate, seed, amax[0])
         k8, kd = _quantize_triton(k, heads_k, rotate, seed, amax[1])
         v8, vd = _quantize_triton(v, heads_k, False, seed, amax[2])
-    else:
-        q8, qd = _quantize_impl(q, heads_k, rotate, seed, cu_seqlens_q, impl)
-        k8, kd = _quantize_impl(k, heads_k, rotate, seed, cu_seqlens_k, impl)
-        v8, vd = _quantize_impl(v, heads_k, False, seed, cu_seqlens_k, impl)
+        return q8, k8, v8, qd, kd, vd
+    on_cuda = [i for i, (t, r, cu) in enumerate(jobs) if _use_cuda(t, cu, r, impl)]
+    if len({jobs[i][0].dtype for i in on_cuda}) > 1:  # one launch quantizes one dtype
+        on_cuda = on_cuda[:1]
+    res = [None] * 3
+    if on_cuda:
+        for i, r in zip(on_cuda, _quantize_cuda([jobs[i][:2] for i in on_cuda], heads_k, seed)):
+            res[i] = r
+    for i, (t, r, cu) in enumerate(jobs):
+        if res[i] is None:
+            res[i] = _quantize_impl(t, heads_k, r, seed, cu, impl)
+    (q8, qd), (k8, kd), (v8, vd) = res
     return q8, k8, v8, qd, kd, vd
 
 
 # The custom op: opaque to torch.compile (fullgraph works; register_fake gives shapes), and the
-# one place where the Triton / torch choice is made, in eager code.
+# one place where the CUDA / Triton / torch choice is made, in eager code.
 @torch.library.custom_op("flashcute::fp8_quantize", mutates_args=())
 def _fp8_quantize_op(x: torch.Tensor, heads_k: int, rotate: bool, seed: int,
                      cu_seqlens: Optional[torch.Tensor], impl: str) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -407,8 +520,8 @@ def _check_quantize_args(x, heads_k, layout, cu_seqlens, rotate, seed, impl):
         raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
     if rotate:
         _check_dim(x.shape[-1], "x")
-    if impl not in ("auto", "torch", "triton"):
-        raise ValueError(f"impl: got {impl!r}; allowed: 'auto', 'torch', 'triton'")
+    if impl not in IMPLS:
+        raise ValueError(f"impl: got {impl!r}; allowed: {', '.join(repr(i) for i in IMPLS)}")
     return h
 
 
@@ -426,8 +539,10 @@ def quantize(x: torch.Tensor, heads_k: Optional[int] = None, *, rotate: bool = F
     amax), because the kernel has one descale slot per (batch, heads_k). Default: x's heads.
     rotate / seed: apply hadamard(x, seed) first, fused (the rotated tensor is never written).
     scale = 448 / amax over the slot; values saturate at +-448 and round to nearest even.
-    impl: "auto" (torch ops; the Triton path is experimental, see _use_triton), or force
-    "torch" / "triton" (tests compare them).
+    impl: "auto" (the compiled CUDA kernel for dense bf16/fp16 CUDA tensors where the library
+    has it -- Hopper, a build with the FP8 kernels, no rotation or head dim 64/128/256 --
+    else torch ops), or force "cuda" / "torch" / "triton" (ValueError where the forced path
+    cannot take the input; tests compare them). The Triton path is experimental (_use_triton).
     """
     h = _check_quantize_args(x, heads_k, layout, cu_seqlens, rotate, seed, impl)
     hk = h if heads_k is None else heads_k

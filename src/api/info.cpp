@@ -63,6 +63,7 @@ std::string build_info_json() {
   s += ",\"head_dims\":" + csv_json(FLASHCUTE_BUILD_HDIMS, false);
   s += ",\"dtypes\":" + csv_json(FLASHCUTE_BUILD_DTYPES);
   s += std::string(",\"fp8\":") + (FLASHCUTE_BUILD_FP8 ? "true" : "false");
+  s += std::string(",\"fp8_quantize\":") + (FLASHCUTE_BUILD_FP8_QUANTIZE ? "true" : "false");
   s += ",\"cutlass_version\":\"" FLASHCUTE_BUILD_CUTLASS_VERSION "\"";
   s += ",\"cuda_runtime_version\":\"" + std::string(cuda) + "\"";
   s += ",\"cuda_compiler_version\":\"" FLASHCUTE_BUILD_CUDA_COMPILER "\"";

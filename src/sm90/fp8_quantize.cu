@@ -1,0 +1,542 @@
+// FP8 (e4m3) quantization of fp16/bf16 tensors, one scale per (batch, heads_k) slot, with an
+// optional Hadamard rotation: flashcute_fp8_quantize (include/flashcute/flashcute.h states the
+// arithmetic; it is flashcute.fp8._quantize_torch's, bit for bit without the rotation, for all
+// inputs but bf16 values below fp32's normal range, which the kernel library's -ftz flushes).
+//
+// The kernel is memory-bound: the goal is to read x from HBM about once and write x8 once.
+// A slot's scale needs the slot's amax before any of its values can be written, so every slot
+// is visited twice, in work items of a few rows of one slot (~32 KB of x):
+//   A (amax): read the chunk, rotate, max |y|; atomicMax into the slot's amax, count the item.
+//   B (cast): wait until all A items of the slot are counted, read the chunk again, rotate,
+//             scale, convert to e4m3 (saturating, round to nearest even), write; the first
+//             chunk's item also writes the descale.
+// One persistent launch hands out items from a global counter in an order where the B items
+// of a slot come about `lag` items after its A items, so that the second read of a chunk
+// finds it in L2 (the lag window is ~20 MB; H100/H200 have 50 MB of L2).
+//
+// Why this cannot deadlock, without assuming that all CTAs are resident: a CTA waits only in
+// a B item, only for A items handed out at earlier counter positions (lag >= items per slot
+// guarantees that: see item_at), and every earlier position went to a CTA that is already
+// running. A items never wait. A wait that still exceeds kWaitTimeoutNs is a bug: the kernel
+// traps (a launch error) instead of hanging the process.
+//
+// FLASHCUTE_FP8_QUANTIZE_LAG (environment, read per call) overrides the lag: an integer >= 0
+// (clamped up to the smallest safe lag; very large = every A item before every B item), or -1:
+// the two passes as two launches, with no waiting at all (x is then read twice from HBM).
+// An A/B switch and a fallback.
+//
+// Rotation: y = x @ (diag(s) H), H the Sylvester Hadamard matrix (H[i][j] = (-1)^popcount(i&j)),
+// i.e. the fast Walsh-Hadamard transform of x * s, in fp32: each thread holds 32 coordinates of
+// a row (4 groups of 8, one 16-byte load each), the D/32 threads of a row are adjacent lanes of
+// one warp. The 5 index bits inside a thread are butterflies in registers, the log2(D/32) bits
+// across threads are butterflies through __shfl_xor_sync. Power-of-two head dims only (64, 128,
+// 256); 96 and 192 (Paley) are quantized here only without rotation.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+#include "common/kernel_registry.h"
+#include "common/params.h"
+#include "flashcute/flashcute.h"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+#error "fp8_quantize.cu needs sm_89 or newer (cvt.rn.satfinite.e4m3x2.f32)"
+#endif
+
+namespace flashcute::sm90::quant {
+
+constexpr int kMaxTensors = Fp8QuantizeParams::kMaxTensors;
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+// Compile-time A/B switches. 4 CTAs of 256 threads per SM leave 64 registers a thread: one
+// unit (32 fp32 values, 64 bytes of loads in flight) fits without spills; two units per step
+// spill even at 80 registers (ptxas, sm_90a). With the rotation the kernel is about as much
+// issue-bound (~12 instructions per element and pass) as memory-bound, so occupancy, not
+// more loads per thread, is what hides the latency.
+#ifndef FLASHCUTE_FP8_QUANTIZE_BLOCKS_PER_SM
+#define FLASHCUTE_FP8_QUANTIZE_BLOCKS_PER_SM 4
+#endif
+#ifndef FLASHCUTE_FP8_QUANTIZE_UNITS_PER_STEP
+#define FLASHCUTE_FP8_QUANTIZE_UNITS_PER_STEP 1
+#endif
+constexpr int kMinBlocksPerSm = FLASHCUTE_FP8_QUANTIZE_BLOCKS_PER_SM;
+constexpr int kGroupElems = 8;           // one 16-byte load of fp16/bf16
+constexpr int kGroups = 4;               // groups per thread and unit
+constexpr int kUnitElems = kGroupElems * kGroups;  // 32 coordinates of one row per thread
+constexpr int kUnitsPerStep = FLASHCUTE_FP8_QUANTIZE_UNITS_PER_STEP;  // units loaded before computing
+constexpr int kItemUnits = 512;  // target units per item: 32 KB of fp16/bf16 x
+constexpr int kMaxLanes = 256 / kUnitElems;           // threads per row at head dim 256
+constexpr int kMaskWords = kGroups * kGroupElems / 2; // sign masks per thread: one per 2 elements
+constexpr float kE4m3Max = 448.f;
+constexpr unsigned long long kWaitTimeoutNs = 10ull * 1000 * 1000 * 1000;
+constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's two reads (L2 share)
+
+// One tensor as the kernel sees it (element strides; x8 elements are bytes).
+struct Tensor {
+  const uint16_t* x;
+  uint8_t* x8;
+  float* descale;
+  int64_t xs_b, xs_r, xs_h;
+  int64_t os_b, os_r, os_h;
+  int64_t ds_b, ds_h;
+  int seqlen, heads_k, group, head_dim;
+  int rotate;
+  float descale_factor;
+  uint32_t signs[8];
+  // schedule
+  int rows_per_item;   // rows of the slot per item (all `group` heads of each row)
+  int items_per_slot;  // >= 1 (a slot with no rows still has one item: it writes the descale)
+  int first_item;      // position of this tensor's first item in each pass
+  int first_slot;      // index of its first slot in the workspace
+};
+
+struct Args {
+  Tensor t[kMaxTensors];
+  int num_tensors;
+  unsigned* amax;   // per slot: bits of max |y| (non-negative floats order like their bits)
+  unsigned* done;   // per slot: A items finished
+  unsigned* next;   // the work counter (fused launch)
+  int items;        // items per pass
+  int lag;          // fused launch: positions between a slot's A items and its B items
+};
+
+enum class Mode : int { kFused = 0, kAmaxOnly = 1, kCastOnly = 2 };
+
+struct Item {
+  int tensor, slot, b, hk, chunk;
+};
+
+struct Bf16 {};
+struct Fp16 {};
+
+// ---- small device helpers ------------------------------------------------------------------
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ unsigned load_relaxed(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Publishes this thread's earlier writes (the atomicMax on the amax) with the count.
+__device__ __forceinline__ void add_release(unsigned* p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned long long global_timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Two fp32 values -> two e4m3 bytes (lo at the lower address), round to nearest even, finite
+// values beyond +-448 saturate to +-448 (= clamp, then round: what the torch path does).
+__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));  // 1st operand -> upper byte
+  return r;
+}
+
+// A group of 8 elements (16 bytes) of x. The first read of a chunk (A) keeps it in L2 for the
+// second; the second (B) is its last use, so its lines may go first.
+template <bool kLastUse>
+__device__ __forceinline__ uint4 load_group(const uint16_t* p) {
+  const uint4* q = reinterpret_cast<const uint4*>(p);
+  return kLastUse ? __ldcs(q) : __ldcg(q);
+}
+
+// 16-bit pairs -> fp32 (exact), after flipping the sign bits in `mask` (bits 15 and 31).
+__device__ __forceinline__ void unpack2(Bf16, uint32_t w, float& lo, float& hi) {
+  lo = __uint_as_float(w << 16);
+  hi = __uint_as_float(w & 0xffff0000u);
+}
+__device__ __forceinline__ void unpack2(Fp16, uint32_t w, float& lo, float& hi) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w));
+  lo = f.x;
+  hi = f.y;
+}
+
+// One unit (4 groups of 8) -> fp32. With the rotation, the signs s are applied first by an XOR
+// on the packed pairs: masks (this thread's 16 words, one 16-byte shared load per group, read
+// per unit rather than held in 16 registers) has bit 15 / 31 set where a coordinate flips.
+template <class In, bool kRotate>
+__device__ __forceinline__ void unpack_unit(const uint4 (&raw)[kGroups], const uint32_t* masks,
+                                            float (&v)[kUnitElems]) {
+#pragma unroll
+  for (int k = 0; k < kGroups; ++k) {
+    uint4 g = raw[k];
+    if constexpr (kRotate) {
+      const uint4 m = reinterpret_cast<const uint4*>(masks)[k];
+      g.x ^= m.x, g.y ^= m.y, g.z ^= m.z, g.w ^= m.w;
+    }
+    const uint32_t w[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+    for (int p = 0; p < 4; ++p) unpack2(In{}, w[p], v[k * kGroupElems + 2 * p], v[k * kGroupElems + 2 * p + 1]);
+  }
+}
+
+// Walsh-Hadamard transform of a row spread over NU adjacent lanes, 32 coordinates per lane.
+// Register i of lane l holds coordinate ((i / 8) * NU + l) * 8 + i % 8: register index bits
+// 0-2 and 3-4 and the lane bits are all coordinate bits, and the transform is one butterfly
+// (a, b) -> (a + b, a - b) per coordinate bit, in any order.
+template <int NU>
+__device__ __forceinline__ void hadamard_row(float (&v)[kUnitElems]) {
+#pragma unroll
+  for (int h = 1; h < kUnitElems; h <<= 1) {
+#pragma unroll
+    for (int i = 0; i < kUnitElems; ++i) {
+      if (!(i & h)) {
+        const float a = v[i], b = v[i + h];
+        v[i] = a + b;
+        v[i + h] = a - b;
+      }
+    }
+  }
+  const int lane = threadIdx.x % NU;
+#pragma unroll
+  for (int m = 1; m < NU; m <<= 1) {
+    // the lower lane of a pair keeps a + b, the upper one a - b: fma(v, -+1, partner) is the
+    // sum or difference, rounded once (exactly as the add / subtract would be)
+    const float sign = (lane & m) ? -1.f : 1.f;
+#pragma unroll
+    for (int i = 0; i < kUnitElems; ++i) v[i] = fmaf(v[i], sign, __shfl_xor_sync(0xffffffffu, v[i], m));
+  }
+}
+
+// ---- the schedule ----------------------------------------------------------------------------
+// Counter position -> (is B, index in its pass). The first `lag` positions are A items; then
+// A and B alternate (A(lag + n), B(n)); then the remaining B items. B(j) waits for A items of
+// its own slot, at most A(j + items_per_slot - 1); with lag >= items_per_slot they all sit at
+// earlier positions (2m - lag < lag + 2j + 1 for m <= j + lag - 1).
+__device__ __forceinline__ void item_at(const Args& a, int pos, bool& cast, int& j) {
+  const int n = a.items, lag = a.lag;
+  if (lag >= n) {
+    cast = pos >= n;
+    j = cast ? pos - n : pos;
+  } else if (pos < lag) {
+    cast = false;
+    j = pos;
+  } else if (pos < 2 * n - lag) {
+    const int k = pos - lag;
+    cast = k & 1;
+    j = cast ? k >> 1 : lag + (k >> 1);
+  } else {
+    cast = true;
+    j = pos - n;
+  }
+}
+
+__device__ __forceinline__ Item decode_item(const Args& a, int j) {
+  Item it;
+  it.tensor = 0;
+#pragma unroll
+  for (int i = 1; i < kMaxTensors; ++i) {
+    if (i < a.num_tensors && j >= a.t[i].first_item) it.tensor = i;
+  }
+  const Tensor& t = a.t[it.tensor];
+  const int local = j - t.first_item;
+  const int slot = local / t.items_per_slot;
+  it.chunk = local - slot * t.items_per_slot;
+  it.b = slot / t.heads_k;
+  it.hk = slot - it.b * t.heads_k;
+  it.slot = t.first_slot + slot;
+  return it;
+}
+
+// ---- one item --------------------------------------------------------------------------------
+// Calls fn(v, active, x8_offset) for every unit (32 coordinates of one row and head) of the
+// item, v the fp32 values y (rotated when kRotate). The loop and the shuffles inside it are
+// uniform over the CTA; units past the item's end have active == false and zeros.
+template <int D, bool kRotate, bool kLastUse, class In, class Fn>
+__device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, const uint32_t* smem_masks, Fn&& fn) {
+  constexpr int NU = D / kUnitElems;  // threads per row
+  static_assert(D % kUnitElems == 0, "head dim must be a multiple of 32");
+  static_assert(!kRotate || (kThreads % NU == 0 && 32 % NU == 0), "a rotated row must sit in one warp");
+  const int group = t.group;
+  const int row0 = it.chunk * t.rows_per_item;
+  const int rows = max(0, min(t.rows_per_item, t.seqlen - row0));
+  const int units = rows * group * NU;
+  const int head0 = it.hk * group;
+  const uint16_t* x = t.x + it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(head0) * t.xs_h;
+  const int64_t o_base = it.b * t.os_b + int64_t(row0) * t.os_r + int64_t(head0) * t.os_h;
+
+  const uint32_t* masks = smem_masks + (threadIdx.x % NU) * kMaskWords;  // used only with kRotate
+
+  for (int base = 0; base < units; base += kThreads * kUnitsPerStep) {
+    uint4 raw[kUnitsPerStep][kGroups];
+    int64_t o_off[kUnitsPerStep];
+    bool active[kUnitsPerStep];
+#pragma unroll
+    for (int s = 0; s < kUnitsPerStep; ++s) {  // issue every load of the step first
+      const int u = base + s * kThreads + threadIdx.x;
+      active[s] = u < units;
+      const int lane = u % NU, rh = u / NU;
+      const int r = group == 1 ? rh : rh / group, g = rh - r * group;
+      const int64_t x_off = int64_t(r) * t.xs_r + int64_t(g) * t.xs_h + lane * kGroupElems;
+      o_off[s] = o_base + int64_t(r) * t.os_r + int64_t(g) * t.os_h + lane * kGroupElems;
+#pragma unroll
+      for (int k = 0; k < kGroups; ++k) {
+        raw[s][k] = active[s] ? load_group<kLastUse>(x + x_off + k * NU * kGroupElems) : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kUnitsPerStep; ++s) {
+      float v[kUnitElems];
+      unpack_unit<In, kRotate>(raw[s], masks, v);
+      if constexpr (kRotate) hadamard_row<NU>(v);
+      fn(v, active[s], o_off[s]);
+    }
+  }
+}
+
+struct Shared {
+  uint32_t masks[kMaxTensors][kMaxLanes * kMaskWords];  // XOR masks of the rotation signs
+  unsigned warp_max[kWarps];
+  float scale;
+  int next[2];
+};
+
+template <int D, bool kRotate, class In>
+__device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared& sm) {
+  float m = 0.f;
+  const auto track_max = [&](const float (&v)[kUnitElems], bool, int64_t) {
+#pragma unroll
+    for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
+  };
+  for_each_unit<D, kRotate, false, In>(t, it, sm.masks[it.tensor], track_max);
+  const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
+  if (threadIdx.x % 32 == 0) sm.warp_max[threadIdx.x / 32] = w;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned cta = 0;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) cta = max(cta, sm.warp_max[i]);
+    atomicMax(a.amax + it.slot, cta);
+    add_release(a.done + it.slot, 1u);
+  }
+}
+
+// Thread 0: the slot's scale (torch's arithmetic: fp32 reciprocal, then times 448; not 448 /
+// amax, which rounds differently for about a quarter of all amax values), and the descale.
+__device__ __forceinline__ float slot_scale(const Args& a, const Tensor& t, const Item& it, bool wait) {
+  if (wait) {
+    const unsigned need = unsigned(t.items_per_slot);
+    if (load_acquire(a.done + it.slot) < need) {
+      const unsigned long long start = global_timer_ns();
+      while (load_acquire(a.done + it.slot) < need) {
+        __nanosleep(128);
+        if (global_timer_ns() - start > kWaitTimeoutNs) __trap();  // a schedule bug: fail, don't hang
+      }
+    }
+  }
+  const float amax = __uint_as_float(load_relaxed(a.amax + it.slot));
+  const float safe = amax > 0.f ? amax : kE4m3Max;
+  if (it.chunk == 0) t.descale[it.b * t.ds_b + it.hk * t.ds_h] = __fmul_rn(safe, t.descale_factor);
+  return __fmul_rn(__frcp_rn(safe), kE4m3Max);
+}
+
+template <int D, bool kRotate, class In>
+__device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool wait, Shared& sm) {
+  if (threadIdx.x == 0) sm.scale = slot_scale(a, t, it, wait);
+  __syncthreads();
+  const float scale = sm.scale;
+  uint8_t* x8 = t.x8;
+  const auto cast_and_store = [&](const float (&v)[kUnitElems], bool active, int64_t o) {
+    if (!active) return;
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+      const float* g = v + k * kGroupElems;
+      uint2 packed;
+      packed.x = e4m3x2(__fmul_rn(g[0], scale), __fmul_rn(g[1], scale)) |
+                 e4m3x2(__fmul_rn(g[2], scale), __fmul_rn(g[3], scale)) << 16;
+      packed.y = e4m3x2(__fmul_rn(g[4], scale), __fmul_rn(g[5], scale)) |
+                 e4m3x2(__fmul_rn(g[6], scale), __fmul_rn(g[7], scale)) << 16;
+      // streaming store: x8 is not read again, L2 is better spent on x
+      __stcs(reinterpret_cast<uint2*>(x8 + o + k * (D / kUnitElems) * kGroupElems), packed);
+    }
+  };
+  for_each_unit<D, kRotate, true, In>(t, it, sm.masks[it.tensor], cast_and_store);
+}
+
+template <int D, class In>
+__device__ __forceinline__ void run_item_d(const Args& a, const Tensor& t, const Item& it, bool cast, bool wait,
+                                           Shared& sm) {
+  constexpr bool kCanRotate = (D & (D - 1)) == 0;
+  if (kCanRotate && t.rotate) {
+    if constexpr (kCanRotate) {
+      if (cast) cast_item<D, true, In>(a, t, it, wait, sm);
+      else amax_item<D, true, In>(a, t, it, sm);
+    }
+  } else {
+    if (cast) cast_item<D, false, In>(a, t, it, wait, sm);
+    else amax_item<D, false, In>(a, t, it, sm);
+  }
+}
+
+template <class In>
+__device__ void run_item(const Args& a, bool cast, int j, bool wait, Shared& sm) {
+  const Item it = decode_item(a, j);
+  const Tensor& t = a.t[it.tensor];
+  switch (t.head_dim) {  // validated by the API: one of these
+    case 64: run_item_d<64, In>(a, t, it, cast, wait, sm); break;
+    case 96: run_item_d<96, In>(a, t, it, cast, wait, sm); break;
+    case 128: run_item_d<128, In>(a, t, it, cast, wait, sm); break;
+    case 192: run_item_d<192, In>(a, t, it, cast, wait, sm); break;
+    case 256: run_item_d<256, In>(a, t, it, cast, wait, sm); break;
+    default: break;
+  }
+}
+
+// Sign masks of the rotation for every (tensor, lane of a row, pair of elements): bit 15 and/or
+// bit 31 set where the coordinate's sign flips (XOR on the packed 16-bit pair, before unpacking).
+__device__ void build_sign_masks(const Args& a, Shared& sm) {
+  for (int idx = threadIdx.x; idx < kMaxTensors * kMaxLanes * kMaskWords; idx += kThreads) {
+    const int ti = idx / (kMaxLanes * kMaskWords);
+    const int lane = idx / kMaskWords % kMaxLanes;
+    const int w = idx % kMaskWords, k = w / 4, p = w % 4;
+    uint32_t mask = 0;
+    if (ti < a.num_tensors) {
+      const Tensor& t = a.t[ti];
+      const int nu = t.head_dim / kUnitElems;
+      if (t.rotate && lane < nu) {
+        const int i0 = (k * nu + lane) * kGroupElems + 2 * p;
+        const uint32_t bits = t.signs[i0 / 32] >> (i0 % 32);  // i0 even: i0 + 1 is in the same word
+        mask = (bits & 1u) << 15 | ((bits >> 1) & 1u) << 31;
+      }
+    }
+    sm.masks[ti][lane * kMaskWords + w] = mask;
+  }
+}
+
+template <class In>
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+    quantize_kernel(const __grid_constant__ Args a, Mode mode) {
+  __shared__ __align__(16) Shared sm;
+  build_sign_masks(a, sm);
+  if (mode != Mode::kFused) {  // one pass, items statically strided over the grid
+    __syncthreads();
+    const bool cast = mode == Mode::kCastOnly;
+    for (int j = blockIdx.x; j < a.items; j += gridDim.x) {
+      run_item<In>(a, cast, j, /*wait=*/false, sm);
+      __syncthreads();  // the item's shared memory (warp maxima, scale) is free again
+    }
+    return;
+  }
+  // Fused: items from the counter, one fetched ahead so that its round trip overlaps the item.
+  int buf = 0;
+  if (threadIdx.x == 0) sm.next[0] = int(atomicAdd(a.next, 1u));
+  __syncthreads();
+  const int positions = 2 * a.items;
+  for (;;) {
+    const int pos = sm.next[buf];
+    if (pos >= positions) break;
+    if (threadIdx.x == 0) sm.next[buf ^ 1] = int(atomicAdd(a.next, 1u));
+    bool cast;
+    int j;
+    item_at(a, pos, cast, j);
+    run_item<In>(a, cast, j, /*wait=*/true, sm);
+    __syncthreads();  // the prefetched position is visible; the item's shared memory is free
+    buf ^= 1;
+  }
+}
+
+// ---- host side -------------------------------------------------------------------------------
+// FLASHCUTE_FP8_QUANTIZE_LAG: unset or empty = automatic; an integer (see the top of the file).
+bool lag_override(long* lag) {
+  const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_LAG");
+  if (!s || !*s) return false;
+  char* end = nullptr;
+  const long v = std::strtol(s, &end, 10);
+  if (end == s || *end) return false;  // not a number: ignored
+  *lag = v;
+  return true;
+}
+
+// Item geometry and positions of every tensor; returns the number of slots.
+int64_t plan(const Fp8QuantizeParams& p, Args& a, int* max_items_per_slot, int64_t* item_bytes) {
+  int64_t items = 0, slots = 0;
+  *max_items_per_slot = 1;
+  *item_bytes = 0;
+  for (int i = 0; i < p.num_tensors; ++i) {
+    const Fp8QuantizeTensor& s = p.tensors[i];
+    Tensor& t = a.t[i];
+    t.x = static_cast<const uint16_t*>(s.x);
+    t.x8 = static_cast<uint8_t*>(s.x8);
+    t.descale = s.descale;
+    t.xs_b = s.x_batch_stride, t.xs_r = s.x_row_stride, t.xs_h = s.x_head_stride;
+    t.os_b = s.x8_batch_stride, t.os_r = s.x8_row_stride, t.os_h = s.x8_head_stride;
+    t.ds_b = s.descale_batch_stride, t.ds_h = s.descale_head_stride;
+    t.seqlen = s.seqlen, t.heads_k = s.heads_k, t.group = s.heads / s.heads_k, t.head_dim = s.head_dim;
+    t.rotate = s.rotate ? 1 : 0;
+    t.descale_factor = s.descale_factor;
+    std::copy(s.rotation_signs, s.rotation_signs + 8, t.signs);
+    const int units_per_row = t.group * (s.head_dim / kUnitElems);
+    t.rows_per_item = std::max(1, kItemUnits / units_per_row);
+    t.items_per_slot = std::max(1, (s.seqlen + t.rows_per_item - 1) / t.rows_per_item);
+    t.first_item = int(items);
+    t.first_slot = int(slots);
+    const int64_t n_slots = int64_t(s.batch) * s.heads_k;
+    items += n_slots * t.items_per_slot;
+    slots += n_slots;
+    *max_items_per_slot = std::max(*max_items_per_slot, t.items_per_slot);
+    *item_bytes = std::max<int64_t>(*item_bytes, int64_t(t.rows_per_item) * units_per_row * kUnitElems * 2);
+  }
+  a.num_tensors = p.num_tensors;
+  a.items = int(items);  // the API bounds it (2 * items fits in an int)
+  return slots;
+}
+
+template <class In>
+int launch(const Fp8QuantizeParams& p) {
+  Args a{};
+  int max_items_per_slot = 1;
+  int64_t item_bytes = 0;
+  const int64_t slots = plan(p, a, &max_items_per_slot, &item_bytes);
+  if (a.items == 0) return int(cudaSuccess);  // batch 0: nothing to write
+  cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+  a.amax = static_cast<unsigned*>(p.workspace);
+  a.done = a.amax + slots;
+  a.next = a.done + slots;
+  cudaError_t err = cudaMemsetAsync(p.workspace, 0, fp8_quantize_workspace_bytes(slots), stream);
+  if (err != cudaSuccess) return int(err);
+
+  // Resident CTAs (launch bounds: kMinBlocksPerSm per SM fit); more would only queue behind.
+  const int resident = std::max(1, p.num_sms) * kMinBlocksPerSm;
+  long lag = -2;
+  const bool forced = lag_override(&lag);
+  if (forced && lag < 0) {  // two launches: every amax, then every cast
+    const int grid = std::min(resident, a.items);
+    quantize_kernel<In><<<grid, kThreads, 0, stream>>>(a, Mode::kAmaxOnly);
+    quantize_kernel<In><<<grid, kThreads, 0, stream>>>(a, Mode::kCastOnly);
+    return int(cudaGetLastError());
+  }
+  if (!forced) {
+    // Enough positions that the A items a B item needs were handed out about two item times
+    // earlier (no waiting), few enough that the chunks read in between stay in L2.
+    lag = max_items_per_slot + resident;
+    lag = std::min<long>(lag, std::max<long>(max_items_per_slot, kLagBudgetBytes / std::max<int64_t>(item_bytes, 1)));
+  }
+  a.lag = int(std::min<long>(std::max<long>(lag, max_items_per_slot), a.items));
+  const int grid = std::min(resident, 2 * a.items);
+  quantize_kernel<In><<<grid, kThreads, 0, stream>>>(a, Mode::kFused);
+  return int(cudaGetLastError());
+}
+
+}  // namespace flashcute::sm90::quant
+
+namespace flashcute {
+
+int run_fp8_quantize_sm90(const Fp8QuantizeParams& params) {
+  if (params.dtype == FLASHCUTE_DTYPE_BF16) return sm90::quant::launch<sm90::quant::Bf16>(params);
+  if (params.dtype == FLASHCUTE_DTYPE_FP16) return sm90::quant::launch<sm90::quant::Fp16>(params);
+  return int(cudaErrorInvalidValue);
+}
+
+}  // namespace flashcute

@@ -1,0 +1,220 @@
+"""GPU: the compiled FP8 quantization kernel (flashcute.fp8.quantize(..., impl="cuda"), the C ABI's
+flashcute_fp8_quantize) against the torch path (fp8._quantize_torch), which defines the semantics.
+
+Rules:
+  - without rotation: e4m3 bytes and descales bitwise equal;
+  - with rotation (the kernel's fp32 Walsh-Hadamard sums run in another order than torch's GEMM):
+    descales within 1e-6 relative, e4m3 values equal except a fraction < 1e-3 that is at most
+    one e4m3 step apart;
+  - outputs poisoned first (x8 bytes 0x7f = e4m3 NaN, descale NaN), so an unwritten element fails;
+  - every schedule of the kernel (FLASHCUTE_FP8_QUANTIZE_LAG: automatic, smallest lag, all amax
+    items first, two launches) gives the same bytes.
+Random inputs with outliers (never zeros), odd sizes, GQA, strided views, fp16 and bf16.
+"""
+import math
+
+import pytest
+import torch
+
+from flashcute import _lib
+from flashcute import fp8 as F
+
+pytestmark = pytest.mark.gpu
+BF, FP16 = torch.bfloat16, torch.float16
+E4M3 = torch.float8_e4m3fn
+POW2 = [64, 128, 256]
+ALL_D = [64, 96, 128, 192, 256]
+#: FLASHCUTE_FP8_QUANTIZE_LAG values: automatic, smallest safe lag (most waiting), every amax item
+#: before every cast item (one launch), and two launches (no waiting).
+SCHEDULES = [None, "0", "1000000000", "-1"]
+
+
+def require_cuda_quantize(dtype=BF, d=128, rotate=False):
+    s = _lib.fp8_quantize_supported(torch.cuda.current_device(), _lib.DTYPE_BF16 if dtype == BF else _lib.DTYPE_FP16,
+                                    d, rotate)
+    if not s:
+        pytest.skip(f"no CUDA quantization here: {s.reason}")
+
+
+@pytest.fixture
+def schedule(monkeypatch):
+    def set_(lag):
+        if lag is None:
+            monkeypatch.delenv("FLASHCUTE_FP8_QUANTIZE_LAG", raising=False)
+        else:
+            monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_LAG", lag)
+    return set_
+
+
+def make_input(shape, dtype, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(shape, generator=g, device="cuda", dtype=torch.float32) * 3
+    x.view(-1)[:: 1013] *= 50  # outliers: most values land in e4m3's small binades and subnormals
+    return x.to(dtype)
+
+
+def poisoned(x, heads_k):
+    x8 = torch.full(x.shape, 0x7F, dtype=torch.uint8, device=x.device).view(E4M3)
+    ds = torch.full((x.shape[0], heads_k), math.nan, dtype=torch.float32, device=x.device)
+    return x8, ds
+
+
+def quantize_cuda(jobs, heads_k, seed=1):
+    """The CUDA path into poisoned buffers: [(x, rotate)] -> [(x8, descale)]."""
+    outs = [poisoned(x, heads_k) for x, _ in jobs]
+    return F._quantize_cuda(jobs, heads_k, seed, outs=outs)
+
+
+def ordinal(x8):
+    """e4m3 code -> signed rank (+-0 -> 0): neighbouring e4m3 values differ by 1."""
+    c = x8.view(torch.uint8).to(torch.int32)
+    return torch.where(c >= 128, -(c - 128), c)
+
+
+def check_against_torch(x, heads_k, rotate, x8, ds, what, seed=1):
+    r8, rd = F._quantize_torch(x, heads_k, rotate, seed, None)
+    assert x8.shape == r8.shape and ds.shape == rd.shape, what
+    codes = x8.view(torch.uint8)
+    assert not torch.any((codes & 0x7F) == 0x7F), f"{what}: NaN byte in x8 (an element not written?)"
+    assert torch.isfinite(ds).all(), f"{what}: descale not written"
+    if not rotate:
+        assert torch.equal(ds.view(torch.int32), rd.view(torch.int32)), f"{what}: descales differ"
+        bad = (codes != r8.view(torch.uint8)).sum().item()
+        assert bad == 0, f"{what}: {bad} e4m3 bytes differ from the torch path"
+        return
+    torch.testing.assert_close(ds, rd, rtol=1e-6, atol=0, msg=lambda m: f"{what}: descale {m}")
+    diff = (ordinal(x8) - ordinal(r8)).abs()
+    frac = (diff > 0).float().mean().item()
+    assert diff.max().item() <= 1, f"{what}: e4m3 values more than one step apart (max {diff.max().item()})"
+    assert frac < 1e-3, f"{what}: {frac:.2e} of the e4m3 values differ (one step) from the torch path"
+
+
+CASES = [  # (batch, seqlen, heads, heads_k)
+    (2, 300, 8, 2),    # GQA 4
+    (3, 113, 8, 8),    # MHA, odd seqlen
+    (1, 799, 6, 1),    # MQA
+    (2, 1, 4, 2),      # one row
+    (1, 2048, 4, 4),   # many items per slot
+]
+
+
+@pytest.mark.parametrize("d", ALL_D)
+@pytest.mark.parametrize("dtype", [BF, FP16])
+@pytest.mark.parametrize("rotate", [False, True])
+def test_cuda_quantize_matches_torch(d, dtype, rotate):
+    if rotate and d not in POW2:
+        pytest.skip("rotation of head dims 96/192 stays on the torch path (test_rotation_96_192_falls_back)")
+    require_cuda_quantize(dtype, d, rotate)
+    for i, (b, s, h, hk) in enumerate(CASES):
+        x = make_input((b, s, h, d), dtype, seed=d + i)
+        (x8, ds), = quantize_cuda([(x, rotate)], hk)
+        check_against_torch(x, hk, rotate, x8, ds, f"d={d} {dtype} rotate={rotate} shape={(b, s, h, d)} hk={hk}")
+
+
+@pytest.mark.parametrize("d", POW2 + [96])
+@pytest.mark.parametrize("rotate", [False, True])
+def test_cuda_quantize_strided_views(d, rotate):
+    if rotate and d not in POW2:
+        rotate = False
+    require_cuda_quantize(BF, d, rotate)
+    base = make_input((3, 203, 8, d), BF, seed=5)
+    longer = make_input((2, 220, 8, d), BF, seed=7)
+    packed = make_input((2, 150, 3, 10, d), BF, seed=6)  # (b, s, {q,k,v}, h, d)
+    views = [
+        (base[:, :, :6], 3),                  # 6 of 8 heads (head stride d, row stride 8 d)
+        (base[:, 7:150:3], 4),                # every third row
+        (longer[:, :203], 8),                 # a batch stride that is not s * h * d
+        (packed[:, :, 1], 5),                 # k of a packed qkv tensor
+        (base.transpose(1, 2).contiguous().transpose(1, 2), 2),  # SDPA (b, h, s, d) storage
+    ]
+    for i, (x, hk) in enumerate(views):
+        assert not x.is_contiguous()
+        (x8, ds), = quantize_cuda([(x, rotate)], hk)
+        check_against_torch(x, hk, rotate, x8, ds, f"view {i} d={d} rotate={rotate} strides={x.stride()}")
+
+
+@pytest.mark.parametrize("lag", SCHEDULES)
+@pytest.mark.parametrize("dtype", [BF, FP16])
+def test_cuda_quantize_schedules_agree(lag, dtype, schedule):
+    """q, k (rotated) and v of different head dims in one launch, under every schedule; also a
+    big case (thousands of items, many slots in flight) and a repeat for determinism."""
+    require_cuda_quantize(dtype, 128, True)
+    q = make_input((2, 1000, 16, 128), dtype, seed=11)
+    k = make_input((2, 1000, 4, 128), dtype, seed=12)
+    v = make_input((2, 1000, 4, 64), dtype, seed=13)
+    big = make_input((2, 4096, 16, 128), dtype, seed=14)
+    schedule(None)
+    want = quantize_cuda([(q, True), (k, True), (v, False)], 4) + quantize_cuda([(big, True)], 16)
+    schedule(lag)
+    for rep in range(2):
+        got = quantize_cuda([(q, True), (k, True), (v, False)], 4) + quantize_cuda([(big, True)], 16)
+        for (a8, ad), (b8, bd), name in zip(got, want, ("q", "k", "v", "big")):
+            assert torch.equal(a8.view(torch.uint8), b8.view(torch.uint8)), f"lag={lag} rep={rep} {name}: x8 differs"
+            assert torch.equal(ad.view(torch.int32), bd.view(torch.int32)), f"lag={lag} rep={rep} {name}: descale"
+    for (x8, ds), x, hk, rot, name in zip(got, (q, k, v, big), (4, 4, 4, 16), (True, True, False, True),
+                                          ("q", "k", "v", "big")):
+        check_against_torch(x, hk, rot, x8, ds, f"lag={lag} {dtype} {name}")
+
+
+def test_cuda_quantize_empty_and_zero_slots():
+    require_cuda_quantize(BF, 128, True)
+    for rotate in (False, True):
+        x = torch.empty(3, 0, 4, 128, dtype=BF, device="cuda")  # no rows: descale = norm, nothing else
+        (x8, ds), = quantize_cuda([(x, rotate)], 2)
+        r8, rd = F._quantize_torch(x, 2, rotate, 1, None)
+        assert x8.shape == r8.shape and torch.equal(ds.view(torch.int32), rd.view(torch.int32))
+        x = torch.empty(0, 5, 4, 128, dtype=BF, device="cuda")  # no batch
+        (x8, ds), = quantize_cuda([(x, rotate)], 2)
+        assert x8.shape == (0, 5, 4, 128) and ds.shape == (0, 2)
+        x = make_input((2, 77, 4, 128), BF, seed=3)
+        x[1, :, 2:] = 0  # an all-zero slot: scale 1, descale norm, zeros out
+        (x8, ds), = quantize_cuda([(x, rotate)], 2)
+        check_against_torch(x, 2, rotate, x8, ds, f"zero slot rotate={rotate}")
+        assert torch.all(x8[1, :, 2:].float() == 0)
+
+
+def test_cuda_quantize_public_api_and_qkv():
+    """quantize(impl="cuda"/"auto") and quantize_qkv: the CUDA path, equal to three single calls."""
+    require_cuda_quantize(BF, 128, True)
+    q, k, v = make_input((2, 333, 8, 128), BF, 21), make_input((2, 333, 2, 128), BF, 22), \
+        make_input((2, 333, 2, 128), BF, 23)
+    q8, k8, v8, (qd, kd, vd) = F.quantize_qkv(q, k, v, rotate=True, seed=4, impl="cuda")
+    for x, x8, xd, rot in ((q, q8, qd, True), (k, k8, kd, True), (v, v8, vd, False)):
+        a8, ad = F.quantize(x, 2, rotate=rot, seed=4, impl="cuda")
+        b8, bd = F.quantize(x, 2, rotate=rot, seed=4)  # auto
+        assert torch.equal(a8.view(torch.uint8), x8.view(torch.uint8)) and torch.equal(ad, xd)
+        assert torch.equal(b8.view(torch.uint8), x8.view(torch.uint8)) and torch.equal(bd, xd)
+        check_against_torch(x, 2, rot, x8, xd, "quantize_qkv", seed=4)
+    # layout "bhsd": a transposed view in, the same values out
+    t8, td = F.quantize(q.transpose(1, 2).contiguous(), 2, rotate=True, seed=4, layout="bhsd", impl="cuda")
+    assert torch.equal(t8.transpose(1, 2).view(torch.uint8), q8.view(torch.uint8)) and torch.equal(td, qd)
+
+
+@pytest.mark.parametrize("d", [96, 192])
+def test_rotation_96_192_falls_back(d):
+    require_cuda_quantize(BF, d, False)
+    x = make_input((2, 100, 4, d), BF, seed=d)
+    with pytest.raises(ValueError, match="cuda"):
+        F.quantize(x, 2, rotate=True, impl="cuda")
+    a8, ad = F.quantize(x, 2, rotate=True, seed=3)  # auto: the torch path
+    b8, bd = F.quantize(x, 2, rotate=True, seed=3, impl="torch")
+    assert torch.equal(a8.view(torch.uint8), b8.view(torch.uint8)) and torch.equal(ad, bd)
+    q8, k8, v8, (qd, kd, vd) = F.quantize_qkv(x, x, x, rotate=True, seed=3)  # q, k torch; v CUDA
+    t8, td = F.quantize(x, 4, rotate=True, seed=3, impl="torch")
+    assert torch.equal(q8.view(torch.uint8), t8.view(torch.uint8)) and torch.equal(qd, td)
+    check_against_torch(x, 4, False, v8, vd, "v on the CUDA path beside q, k on torch")
+
+
+def test_cuda_quantize_cuda_graph():
+    require_cuda_quantize(BF, 128, True)
+    x = make_input((2, 500, 8, 128), BF, seed=31)
+    F.quantize(x, 2, rotate=True, impl="cuda")  # warm-up outside capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        x8, ds = F.quantize(x, 2, rotate=True, impl="cuda")
+    x.copy_(make_input((2, 500, 8, 128), BF, seed=32))
+    g.replay()
+    torch.cuda.synchronize()
+    check_against_torch(x, 2, True, x8, ds, "graph replay", seed=0)
+
