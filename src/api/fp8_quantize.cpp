@@ -8,8 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/kernel_registry.h"
-#include "common/params.h"
+#include "common/fp8_quantize_params.h"
 #include "device.h"
 #include "errors.h"
 #include "flashcute/flashcute.h"

@@ -14,11 +14,3 @@ template <int DTYPE, int HDIM, int HDIM_V>
 int run_fwd_sm90(const FwdParams& params);
 
 }  // namespace flashcute
-
-namespace flashcute {
-
-// FP8 quantization (src/sm90/fp8_quantize.cu; built with the FP8 kernels). Returns a cudaError_t
-// as int.
-int run_fp8_quantize_sm90(const Fp8QuantizeParams& params);
-
-}  // namespace flashcute

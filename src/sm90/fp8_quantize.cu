@@ -38,8 +38,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "common/kernel_registry.h"
-#include "common/params.h"
+#include "common/fp8_quantize_params.h"
 #include "flashcute/flashcute.h"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890

@@ -1,0 +1,45 @@
+// Parameters of the fused FP8 quantization (flashcute_fp8_quantize) shared by the API layer and
+// its kernel. A header of its own, not params.h / kernel_registry.h: every attention kernel
+// includes those, and a change here should not recompile them.
+#pragma once
+
+#include <cstdint>
+
+namespace flashcute {
+
+// FP8 quantization (flashcute_fp8_quantize): the validated tensors of one call. Element
+// strides; x8 is float8_e4m3fn (1 byte), x fp16/bf16.
+struct Fp8QuantizeTensor {
+  const void* x;
+  void* x8;
+  float* descale;
+  int64_t x_batch_stride, x_row_stride, x_head_stride;
+  int64_t x8_batch_stride, x8_row_stride, x8_head_stride;
+  int64_t descale_batch_stride, descale_head_stride;
+  int batch, seqlen, heads, heads_k, head_dim;
+  bool rotate;
+  uint32_t rotation_signs[8];  // bit i set: coordinate i is negated before the Hadamard transform
+  float descale_factor;        // fp32(norm / 448), norm = 1/sqrt(head_dim) with the rotation, else 1
+};
+
+struct Fp8QuantizeParams {
+  static constexpr int kMaxTensors = 4;  // = FLASHCUTE_FP8_QUANTIZE_MAX_TENSORS
+  Fp8QuantizeTensor tensors[kMaxTensors];
+  int num_tensors;
+  int dtype;         // flashcute_dtype of every x
+  void* workspace;   // fp8_quantize_workspace_bytes(slots) bytes; the launch zeroes it
+  int num_sms;
+  void* stream;      // cudaStream_t
+};
+
+// Workspace of one call: per (tensor, batch, head_k) slot an fp32 amax and a u32 count of the
+// amax work items done, then one u32 work counter; rounded up to 16 bytes.
+inline uint64_t fp8_quantize_workspace_bytes(int64_t slots) {
+  return ((uint64_t)slots * 8u + 4u + 15u) / 16u * 16u;
+}
+
+// FP8 quantization (src/sm90/fp8_quantize.cu; built with the FP8 kernels). Returns a cudaError_t
+// as int.
+int run_fp8_quantize_sm90(const Fp8QuantizeParams& params);
+
+}  // namespace flashcute
