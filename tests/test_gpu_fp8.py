@@ -294,3 +294,19 @@ def test_fp8_outlier_rmse():
     bf16 = rmse(flashcute.flash_attn_func(q, k, v))
     print(f"\nFP8 outlier test RMSE: rotation+per-head {best:.3e}, per-head {plain:.3e}, bf16 kernel {bf16:.3e}")
     assert best <= 9.1e-3, f"FP8 mode RMSE {best:.3e} above FA3's 9.1e-3 (per-head without rotation: {plain:.3e})"
+
+
+@pytest.mark.parametrize("step_log2", [0.3, 0.7, 1.5, 6.0])
+def test_fp8_kernel_row_max_rising_block_by_block(step_log2):
+    """e4m3 P: the lazy rescaling keeps a stale row max only while it grows by at most 2^0.75, so
+    that P (offset 2^8) stays below e4m3's 448. Scores rising by step_log2 per key block, in
+    the kernel's order, take both paths (steps below and above the threshold)."""
+    from test_gpu_fwd import ramp_qk
+    d = 128
+    require_fp8(d)
+    torch.manual_seed(0)
+    q, k = ramp_qk(2, 2048, 4, d, step_log2, BF, device=DEVICE)
+    v = _randn(2, 2048, 4, d, dtype=BF)
+    qs, ks, vs = (F.quantize(x, 4) for x in (q, k, v))
+    for causal in (False, True):
+        check_fp8_kernel(qs, ks, vs, f"e4m3 step {step_log2} causal {causal}", causal=causal, backend="sm90")

@@ -8,6 +8,7 @@ compiled head-dim pairs: 90 for the default 5 head dims, plus 6 for (192, 128)),
 mask x softcap sweep at two small shapes per head dim (16 x H), plus public-path cases.
 """
 import itertools
+import math
 
 import pytest
 import torch
@@ -98,3 +99,34 @@ def test_many_tiles(backend, d, mi):
     # (one CTA per SM) walks ~5 rounds, and under causal/window the rounds snake; every tile must
     # be computed exactly once (a skipped tile stays NaN, a doubled one races).
     run_case(backend, torch.bfloat16, d, d, 1000, 1000, MASKS[mi], 0.0, 4, 5, seed=d + mi)
+
+
+def ramp_qk(b, s, h, d, step_log2, dtype, device="cuda"):
+    """q, k whose scores rise by step_log2 (log2 units, after the softmax scale) from one 128-key
+    block to the next in the order the kernels visit them (the last block first): key 0 scores
+    highest. Small random parts keep the rows distinct."""
+    scale_log2 = math.log2(math.e) / math.sqrt(d)
+    q = torch.randn(b, s, h, d, device=device) * 0.1
+    k = torch.randn(b, s, h, d, device=device) * 0.1
+    ramp = (s - 1 - torch.arange(s, device=device, dtype=torch.float32)) / 128.0
+    q[..., 0] = 1.0
+    k[..., 0] = ramp[None, :, None] * (step_log2 / scale_log2)
+    return q.to(dtype), k.to(dtype)
+
+
+@pytest.mark.parametrize("step_log2", [0.3, 2.0, 7.5, 12.0])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_row_max_rising_block_by_block(backend, step_log2, dtype):
+    """The sm90 kernel rescales O lazily: while a row max grows by less than 2^8 it keeps the
+    stale max (P up to 2^8), beyond that it moves it. A max that rises with every key block
+    exercises both paths (steps below and above the threshold); output and LSE must match the
+    reference as for any input."""
+    d = 128
+    require(backend, dtype, d, d)
+    torch.manual_seed(0)
+    q, k = ramp_qk(2, 2048, 4, d, step_log2, dtype)
+    v = randn(2, 2048, 4, d, dtype=dtype)
+    for causal in (False, True):
+        out, lse = nan_buffers(q, v, varlen=False)
+        _fwd_into(q, k, v, out, lse, causal=causal, backend=backend)
+        check_close(out, lse, q, k, v, what=f"{backend} {dtype} step {step_log2} causal {causal}", causal=causal)
