@@ -38,10 +38,11 @@ CUTE_HOST_DEVICE auto acc_as_operand_a(Layout const& l) {
 #define FLASHCUTE_SM90_LAZY_RESCALE 1  // A/B switch: 0 = rescale O whenever a row max grows
 #endif
 
-// Lazy rescaling: the running max only moves (and O is only rescaled) when some row of the warp
-// sees its max grow by more than kLazyLog2 (log2 units). Otherwise the block's P is computed
-// against the stale max, so P may exceed 2^offset by up to 2^kLazyLog2; the row sum carries the
-// same factor, so O / sum and the LSE stay exact. After the first blocks a row max rarely grows
+// Lazy rescaling: a row's running max only moves when the row sees it grow by more than kLazyLog2
+// (log2 units), and O is only rescaled (64 FMULs per thread at dv = 128) when some row of the
+// warp moved. Otherwise the block's P is computed against the stale max, so P may exceed
+// 2^offset by up to 2^kLazyLog2; the row sum carries the same factor, so O / sum and the LSE stay
+// exact. The decision is per row, so a row's rounding never depends on other rows' data. After the first blocks a row max rarely grows
 // by that much, and each skipped step saves the 2 x rows exponentials of the correction and one
 // FMUL per O element (64 per thread at dv = 128). Bounds: 16-bit P up to 2^8 (bf16/fp16 and the
 // fp32 sums have range to spare); e4m3 P (offset 2^8) at most 2^8.75 = 430 < 448, e4m3's largest.
@@ -55,7 +56,7 @@ struct Sm90OnlineSoftmax {
   static constexpr float kLazyLog2 = !FLASHCUTE_SM90_LAZY_RESCALE ? 0.f : (kPOffsetLog2 > 0 ? 0.75f : 8.f);
   float row_max[kRows];  // running max of raw scores; -inf while the row saw no visible key
   float row_sum[kRows];  // this thread's partial sum of exp2 (the 4 lanes of a row reduce last)
-  bool rescaled = true;  // the last online() moved the max: O must be rescaled by corr (warp-uniform)
+  bool rescaled = true;  // the last online() moved some row max of the warp: rescale O (warp-uniform)
 
   CUTE_DEVICE Sm90OnlineSoftmax() {
 #pragma unroll
@@ -70,27 +71,29 @@ struct Sm90OnlineSoftmax {
   template <class TensorS>
   CUTE_DEVICE void online(TensorS&& s, float scale_log2, float (&corr)[kRows]) {
     static_assert(decltype(size<0>(s))::value == kRows);
-    float m_new[kRows];
-    bool grow = false;
+    bool grow[kRows];
+    bool any_grow = false;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float m = row_max[r];
 #pragma unroll
       for (int c = 0; c < size<1>(s); ++c) m = fmaxf(m, s(r, c));
-      m_new[r] = lane_group_allreduce<4>(m, MaxOp{});
+      m = lane_group_allreduce<4>(m, MaxOp{});
       // -inf -> finite gives +inf (grow); -inf -> -inf gives NaN (no growth, nothing to scale).
-      grow |= (m_new[r] - row_max[r]) * scale_log2 > kLazyLog2;
+      grow[r] = (m - row_max[r]) * scale_log2 > kLazyLog2;
+      // A row with every score masked so far keeps max -inf: offset 0 keeps exp2(-inf) = 0.
+      const float m_scaled = (m == -INFINITY) ? 0.f : m * scale_log2;
+      corr[r] = grow[r] ? exp2f(row_max[r] * scale_log2 - m_scaled) : 1.f;
+      if (grow[r]) row_max[r] = m;
+      row_sum[r] *= corr[r];
+      any_grow |= grow[r];
     }
-    rescaled = __any_sync(0xffffffffu, grow);
+    // Each row decides on its own (its result depends on its own scores only, not on the other
+    // rows of the tile, e.g. the padding rows past a sequence's end); the warp skips the O
+    // rescale only when none of its rows moved (a row that did not move has corr 1).
+    rescaled = __any_sync(0xffffffffu, any_grow);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      if (rescaled) {
-        // A row with every score masked so far keeps max -inf: offset 0 keeps exp2(-inf) = 0.
-        const float m_scaled = (m_new[r] == -INFINITY) ? 0.f : m_new[r] * scale_log2;
-        corr[r] = exp2f(row_max[r] * scale_log2 - m_scaled);
-        row_max[r] = m_new[r];
-        row_sum[r] *= corr[r];
-      }
       const float m_scaled = (row_max[r] == -INFINITY) ? 0.f : row_max[r] * scale_log2;
       const float offset = float(kPOffsetLog2) - m_scaled;
       float sum = 0.f;
