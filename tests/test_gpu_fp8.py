@@ -239,13 +239,15 @@ def test_fp8_mode_torch_compile_fullgraph():
     assert torch.equal(eager[0], compiled[0]) and torch.equal(eager[1], compiled[1])
 
 
-@pytest.mark.xfail(strict=False, reason="known defect (H200 run 12): the Triton quantize path's e4m3 values "
-                   "differ from the torch path's, and its rotation exceeds shared memory at d >= 192; "
-                   "impl='auto' uses the torch path until fixed")
 @pytest.mark.parametrize("d", [64, 96, 128, 192, 256])
 @pytest.mark.parametrize("dtype", [BF, torch.float16])
 @pytest.mark.parametrize("rotate", [False, True])
-def test_quantize_triton_agrees_with_torch(d, dtype, rotate):
+def test_quantize_triton_agrees_with_torch(request, d, dtype, rotate):
+    # The scale arithmetic now matches torch's (agreement seen on the H200, run 16, where 16 of
+    # these 20 cases passed); the rotation at d >= 192 still runs out of shared memory.
+    if rotate and d >= 192:
+        request.applymarker(pytest.mark.xfail(strict=False, reason="known defect: the Triton path's rotation "
+                                              "exceeds shared memory at d >= 192 (impl='auto' never takes it)"))
     try:
         import flashcute._fp8_triton  # noqa: F401
     except Exception as e:  # noqa: BLE001

@@ -299,10 +299,11 @@ def _use_triton(x, cu_seqlens, impl) -> bool:
             raise ValueError("impl: 'triton' needs a non-empty dense CUDA bf16/fp16 tensor with head dim "
                              "<= 256, batch * heads <= 65535, and an importable triton")
         return True
-    # "auto" takes the torch path: on the H200 (run 12) the Triton path's e4m3 values differed
-    # from the torch path's (round-to-nearest-even on the same fp32 input; not yet explained) and
-    # its rotation ran out of shared memory at head dim 192/256. Until both are fixed it is only
-    # used when asked for (impl="triton").
+    # "auto" never takes the Triton path: the compiled CUDA quantizer is faster where it exists,
+    # and the torch path is the fallback. The Triton path's values now agree with the torch
+    # path's (its scale was 448 / amax rounded once, torch's is reciprocal-then-multiply: fixed,
+    # seen on the H200 in run 16), but its rotation runs out of shared memory at head dim 192/256;
+    # it is kept for impl="triton" only.
     return False
 
 
