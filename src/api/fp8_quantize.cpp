@@ -42,16 +42,11 @@ flashcute_status read_tensor(int i, const flashcute_fp8_quantize_args* in, flash
                 "to sizeof(flashcute_fp8_quantize_args)",
                 i, (unsigned long long)n, (unsigned long long)kQuantArgsSizeV1);
   }
-  if (n > sizeof(*out)) {
-    const unsigned char* extra = reinterpret_cast<const unsigned char*>(in) + sizeof(*out);
-    for (uint64_t b = 0; b < n - sizeof(*out); ++b) {
-      if (extra[b] != 0) {
-        return fail(FLASHCUTE_ERROR_UNSUPPORTED,
-                    "tensors[%d].struct_size: %llu bytes, and fields beyond this library's %zu bytes are set: "
-                    "the caller was built against a newer flashcute; upgrade the library",
-                    i, (unsigned long long)n, sizeof(*out));
-      }
-    }
+  if (tail_bytes_set(in, n, sizeof(*out))) {
+    return fail(FLASHCUTE_ERROR_UNSUPPORTED,
+                "tensors[%d].struct_size: %llu bytes, and fields beyond this library's %zu bytes are set: "
+                "the caller was built against a newer flashcute; upgrade the library",
+                i, (unsigned long long)n, sizeof(*out));
   }
   std::memcpy(out, in, sizeof(*out) < n ? sizeof(*out) : n);
   return FLASHCUTE_OK;

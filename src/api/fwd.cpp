@@ -38,16 +38,11 @@ flashcute_status read_args(const flashcute_fwd_args* in, flashcute_fwd_args* out
                 "set it to sizeof(flashcute_fwd_args)",
                 (unsigned long long)n, (unsigned long long)kFwdArgsSizeV1);
   }
-  if (n > sizeof(*out)) {
-    const unsigned char* extra = reinterpret_cast<const unsigned char*>(in) + sizeof(*out);
-    for (uint64_t i = 0; i < n - sizeof(*out); ++i) {
-      if (extra[i] != 0) {
-        return fail(FLASHCUTE_ERROR_UNSUPPORTED,
-                    "args.struct_size: %llu bytes, and fields beyond this library's %zu bytes are set: "
-                    "the caller was built against a newer flashcute; upgrade the library",
-                    (unsigned long long)n, sizeof(*out));
-      }
-    }
+  if (tail_bytes_set(in, n, sizeof(*out))) {
+    return fail(FLASHCUTE_ERROR_UNSUPPORTED,
+                "args.struct_size: %llu bytes, and fields beyond this library's %zu bytes are set: "
+                "the caller was built against a newer flashcute; upgrade the library",
+                (unsigned long long)n, sizeof(*out));
   }
   std::memcpy(out, in, sizeof(*out) < n ? sizeof(*out) : n);
   return FLASHCUTE_OK;
