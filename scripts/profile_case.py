@@ -2,13 +2,14 @@
 times, for a profiler to look at (scripts/gpu_check.sh runs it under ncu when NCU_CASES is set):
     ncu --clock-control none --kernel-name regex:fwd_kernel --launch-skip 2 --launch-count 1 \\
         python3 scripts/profile_case.py --hdim 128 --seqlen 1024 --causal --backend sm90
+--ablation LIB.so runs a kernel variant of scripts/build_ablation.sh instead of the installed package
+(no wheel needed: benchmarks/bench_ablation.py's loader).
 """
 import argparse
+import os
+import sys
 
 import torch
-
-import flashcute
-import flashcute.flash_attn_interface  # noqa: F401  (the e4m3 entry point)
 
 
 def main():
@@ -19,15 +20,25 @@ def main():
     ap.add_argument("--backend", default="sm90")
     ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"])
+    ap.add_argument("--ablation", help="a variant library of scripts/build_ablation.sh")
     a = ap.parse_args()
     b, h = 16384 // a.seqlen, 2048 // a.hdim
     torch.manual_seed(0)
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}[a.dtype]
     q, k, v = (torch.randn(b, a.seqlen, h, a.hdim, device="cuda").to(dt) for _ in range(3))
     # e4m3 inputs take FA3's interface (unit descales); 16-bit ones the plain API.
-    if a.dtype == "fp8":
+    if a.ablation:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+        import bench_ablation
+        out = torch.empty(b, a.seqlen, h, a.hdim, device="cuda", dtype=torch.bfloat16)
+        lse = torch.empty(b, h, a.seqlen, device="cuda", dtype=torch.float32)
+        fn = bench_ablation.launcher(bench_ablation.load(a.ablation), q, k, v, out, lse, a.causal,
+                                     torch.cuda.get_device_properties(0).multi_processor_count)
+    elif a.dtype == "fp8":
+        import flashcute.flash_attn_interface
         fn = lambda: flashcute.flash_attn_interface.flash_attn_func(q, k, v, causal=a.causal)  # noqa: E731
     else:
+        import flashcute
         fn = lambda: flashcute.flash_attn_func(q, k, v, causal=a.causal, backend=a.backend)  # noqa: E731
     for _ in range(a.runs):
         fn()

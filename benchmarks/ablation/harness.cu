@@ -25,8 +25,11 @@ int run_fwd_sm80<1, HD, HDV>(const FwdParams& p) {
 #define TILE_N sm90::TileConfigFp8<HD, HDV>::kN
 #define TILE_STAGES sm90::TileConfigFp8<HD, HDV>::kStages
 #endif
+#ifndef TILE_STAGES_V
+#define TILE_STAGES_V 0
+#endif
 struct AblFp8Cfg {
-  static constexpr int kN = TILE_N, kStages = TILE_STAGES;
+  static constexpr int kN = TILE_N, kStages = TILE_STAGES, kStagesV = TILE_STAGES_V;
   static constexpr bool kAlias = false, kSections = sm90::TileConfigFp8<HD, HDV>::kSections;
 };
 template <>
@@ -35,12 +38,20 @@ int run_fwd_sm90<2, HD, HDV>(const FwdParams& p) {
 }
 #elif FAMILY == 90 && defined(TILE_N)
 // An sm90 tile configuration other than TileConfig<HD, HDV>'s: -DTILE_N=.. -DTILE_STAGES=..
-// -DTILE_ALIAS=0|1 (O staged in Q's buffer).
+// -DTILE_ALIAS=0|1 (O staged in Q's buffer) -DTILE_STAGES_V=.. (V's ring depth; 0 = as K's)
+// -DTILE_SECTIONS=0|1.
+#ifndef TILE_STAGES_V
+#define TILE_STAGES_V 0
+#endif
+#ifndef TILE_SECTIONS  // causal tile order in L2 sections (tile_scheduler.cuh); default: the table's
+#define TILE_SECTIONS sm90::TileConfig<HD, HDV>::kSections
+#endif
 template <>
 int run_fwd_sm90<1, HD, HDV>(const FwdParams& p) {
   using Traits = sm90::FwdTraits<cutlass::bfloat16_t, HD, HDV, TILE_N, TILE_STAGES, bool(TILE_ALIAS),
-                                 bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP)>;
-  return sm90::launch_fwd<Traits>(p, bool(FLASHCUTE_SM90_L2_SECTIONS));
+                                 bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP),
+                                 cutlass::bfloat16_t, TILE_STAGES_V>;
+  return sm90::launch_fwd<Traits>(p, bool(TILE_SECTIONS) && bool(FLASHCUTE_SM90_L2_SECTIONS));
 }
 #else
 template int FC_RUN<1, HD, HDV>(const FwdParams&);  // bf16 (what the benchmark times)

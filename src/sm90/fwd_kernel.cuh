@@ -37,7 +37,8 @@ struct KernelParams {
 
 template <class Traits, class KP>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_CONSTANT KP const kp) {
-  using Pipeline = typename Traits::Pipeline;
+  using PipelineK = typename Traits::PipelineK;
+  using PipelineV = typename Traits::PipelineV;
   using SharedStorage = typename Traits::SharedStorage;
   using ML = Mainloop<Traits>;
   extern __shared__ __align__(1024) char smem_raw[];
@@ -56,8 +57,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     cutlass::arch::ClusterBarrier::init(&ss.bar.q_empty, Traits::kNumMmaThreads);
   }
   using PipelineVt = typename Traits::PipelineVt;
-  typename Pipeline::Params pk_params, pv_params;
-  pk_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  typename PipelineK::Params pk_params;
+  typename PipelineV::Params pv_params;
+  pk_params.role = warpgroup == 0 ? PipelineK::ThreadCategory::Producer : PipelineK::ThreadCategory::Consumer;
   pk_params.is_leader = pv_params.is_leader = threadIdx.x == 0;  // the elected lane of warp 0
   pk_params.num_consumers = Traits::kNumMmaThreads;
   pk_params.transaction_bytes = Traits::kKStageBytes;
@@ -65,19 +67,19 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
   if constexpr (Traits::kFp8) {
     // V's TMA ring is read by the producer warpgroup itself (the transpose); V^T goes to the
     // consumers through pipe_vt, every producer thread arriving once it has written its part.
-    pv_params.role = warpgroup == 0 ? Pipeline::ThreadCategory::ProducerConsumer
-                                    : Pipeline::ThreadCategory::NonParticipant;
+    pv_params.role = warpgroup == 0 ? PipelineV::ThreadCategory::ProducerConsumer
+                                    : PipelineV::ThreadCategory::NonParticipant;
     pv_params.num_consumers = 128;
   } else {
-    pv_params.role = pk_params.role;
+    pv_params.role = warpgroup == 0 ? PipelineV::ThreadCategory::Producer : PipelineV::ThreadCategory::Consumer;
     pv_params.num_consumers = Traits::kNumMmaThreads;
   }
   typename PipelineVt::Params pvt_params;
   pvt_params.role = warpgroup == 0 ? PipelineVt::ThreadCategory::Producer : PipelineVt::ThreadCategory::Consumer;
   pvt_params.producer_arv_count = 128;
   pvt_params.consumer_arv_count = Traits::kNumMmaThreads;
-  Pipeline pipe_k(ss.bar.pipe_k, pk_params, Shape<_1, _1, _1>{});
-  Pipeline pipe_v(ss.bar.pipe_v, pv_params, Shape<_1, _1, _1>{});
+  PipelineK pipe_k(ss.bar.pipe_k, pk_params, Shape<_1, _1, _1>{});
+  PipelineV pipe_v(ss.bar.pipe_v, pv_params, Shape<_1, _1, _1>{});
   PipelineVt pipe_vt(ss.bar.pipe_vt, pvt_params, cute::true_type{});
   cutlass::arch::fence_barrier_init();
   __syncthreads();  // barrier inits visible to every role before anyone waits on them

@@ -53,6 +53,9 @@ template <> struct TileConfigFp8<256, 256> { static constexpr int kN = 64,  kSta
 #ifndef FLASHCUTE_SM90_L2_SECTIONS
 #define FLASHCUTE_SM90_L2_SECTIONS 1  // A/B switch: 0 = plain longest-first order for every head dim
 #endif
+#ifndef FLASHCUTE_SM90_SECTION_GRID
+#define FLASHCUTE_SM90_SECTION_GRID 1  // A/B switch: 0 = all SMs even when rounds and sections drift
+#endif
 
 template <class Traits>
 int launch_fwd(const FwdParams& p, bool sections) {
@@ -135,9 +138,18 @@ int launch_fwd(const FwdParams& p, bool sections) {
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev);
   }
-  const int grid = std::max(1, std::min(kp.sched.num_tiles(), num_sms));
+  int grid = std::max(1, std::min(kp.sched.num_tiles(), num_sms));
   // Causal/local order: sections of about one round of tiles (tile_scheduler.cuh).
-  if (sections) kp.sched.heads_per_section = std::max(1, grid / kp.sched.num_m_blocks);
+  if (sections) {
+    const int nm = kp.sched.num_m_blocks;
+    kp.sched.heads_per_section = std::max(1, grid / nm);
+    // One round = one section exactly: then the snake pairs each CTA's heavy tile of one round
+    // with its light tile of the next. With 132 CTAs and sections of 128 tiles (4 heads x 32
+    // query blocks) the rounds drift across sections and the pairing breaks: simulated, the
+    // busiest CTA gets 1.4-1.5x the mean work at d=128 causal 1k-16k (FA convention), against
+    // 1.00x with the grid cut to 128 (4 SMs idle, 3 %).
+    if (FLASHCUTE_SM90_SECTION_GRID && nm <= grid) grid = std::min(grid, kp.sched.heads_per_section * nm);
+  }
 
   auto kernel = fwd_kernel<Traits, KP>;
   constexpr int kSmem = Traits::kSmemBytes;
@@ -157,10 +169,17 @@ int launch_fwd(const FwdParams& p, bool sections) {
 }  // namespace sm90
 
 namespace sm90 {
+// A tile configuration's V ring depth: Cfg::kStagesV where it sets one, else 0 (as K's).
+template <class Cfg, class = void> struct StagesV { static constexpr int value = 0; };
+template <class Cfg> struct StagesV<Cfg, std::void_t<decltype(Cfg::kStagesV)>> {
+  static constexpr int value = Cfg::kStagesV;
+};
+
 template <class Element, class ElementO, class Cfg, int HDIM, int HDIM_V>
 int run_fwd_typed(const FwdParams& p) {
   using Traits = FwdTraits<Element, HDIM, HDIM_V, Cfg::kN, Cfg::kStages, Cfg::kAlias,
-                           bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP), ElementO>;
+                           bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP), ElementO,
+                           StagesV<Cfg>::value>;
   return launch_fwd<Traits>(p, Cfg::kSections && FLASHCUTE_SM90_L2_SECTIONS);
 }
 }  // namespace sm90

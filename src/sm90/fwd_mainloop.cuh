@@ -1,7 +1,7 @@
 // Mainloop collective of the sm90 forward kernel: the producer's TMA loads and the consumers'
 // WGMMA GEMMs with the online softmax, for one (query block, head, batch) tile.
 //
-// Pipelines. K and V each go through a cutlass::PipelineTmaAsync ring of kStages buffers (full
+// Pipelines. K and V each go through a cutlass::PipelineTmaAsync ring (kStages, kStagesV buffers; full
 // barrier: TMA transaction bytes landed; empty barrier: all 256 consumer threads released it).
 // The producer issues K one block ahead of V, K(n_max-1), K(n_max-2), V(n_max-1), ..., because
 // with intra-warpgroup overlap a consumer needs K(n-1) for S before V(n) for O += P V.
@@ -109,8 +109,10 @@ struct Mainloop {
   using Element = typename Traits::Element;
   static constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim, kHeadDimV = Traits::kHeadDimV;
-  using Pipeline = typename Traits::Pipeline;
-  using PipelineState = typename Traits::PipelineState;
+  using PipelineK = typename Traits::PipelineK;
+  using PipelineV = typename Traits::PipelineV;
+  using PipelineStateK = typename Traits::PipelineStateK;
+  using PipelineStateV = typename Traits::PipelineStateV;
   using SharedStorage = typename Traits::SharedStorage;
 
   using PipelineVt = typename Traits::PipelineVt;
@@ -122,16 +124,16 @@ struct Mainloop {
   // 0 still issues every TMA load, and after each V load all 128 threads copy that V block into
   // V^T (fwd_fp8.cuh), handing it to the consumers through pipe_vt.
   struct Producer {
-    PipelineState state_k = cutlass::make_producer_start_state<Pipeline>();
-    PipelineState state_v = cutlass::make_producer_start_state<Pipeline>();
-    PipelineState state_vl;  // FP8: consumer side of pipe_v (the landing buffer)
-    PipelineState state_vt = cutlass::make_producer_start_state<PipelineVt>();
+    PipelineStateK state_k = cutlass::make_producer_start_state<PipelineK>();
+    PipelineStateV state_v = cutlass::make_producer_start_state<PipelineV>();
+    PipelineStateV state_vl;  // FP8: consumer side of pipe_v (the landing buffer)
+    PipelineStateV state_vt = cutlass::make_producer_start_state<PipelineVt>();
     bool q_loaded_before = false;
     uint32_t q_empty_phase = 0;
 
     // ptid: thread index in the producer warpgroup; ptid 0 is the pipelines' is_leader.
     template <class KP>
-    CUTE_DEVICE void load(KP const& kp, SharedStorage& ss, Pipeline& pipe_k, Pipeline& pipe_v,
+    CUTE_DEVICE void load(KP const& kp, SharedStorage& ss, PipelineK& pipe_k, PipelineV& pipe_v,
                           PipelineVt& pipe_vt, TileCoord const& tc, SeqInfo const& seq,
                           TileRange const& r, int ptid) {
       const bool issuer = ptid == 0;
@@ -246,7 +248,8 @@ struct Mainloop {
   using TiledMmaPV = typename Traits::TiledMmaPV;
 
   struct Consumer {
-    PipelineState state_k, state_v;
+    PipelineStateK state_k;
+    PipelineStateV state_v;
     uint32_t q_phase = 0;
     int wg;   // 0 or 1: which 64 rows of the tile
     int tid;  // 0 .. 255 among the consumer threads
@@ -267,10 +270,10 @@ struct Mainloop {
 
     // Runs the whole key loop of one tile with work (n_min < n_max). On return tOrO holds the
     // unnormalised O of this thread's rows and softmax the row statistics.
-    // pipe_v: the V^T ring (Pipeline for 16-bit inputs, PipelineVt for FP8). qk_descale: FP8's
+    // pipe_v: the V^T ring (PipelineV for 16-bit inputs, PipelineVt for FP8). qk_descale: FP8's
     // q_descale * k_descale (1 otherwise), folded into the score scale.
-    template <class PipelineV, class TensorO, class Softmax>
-    CUTE_DEVICE void mma(FwdParams const& p, SharedStorage& ss, Pipeline& pipe_k, PipelineV& pipe_v,
+    template <class PipelineVIn, class TensorO, class Softmax>
+    CUTE_DEVICE void mma(FwdParams const& p, SharedStorage& ss, PipelineK& pipe_k, PipelineVIn& pipe_v,
                          WindowMask const& mask, TileRange const& r, int m_block, float qk_descale,
                          TensorO& tOrO, Softmax& softmax) {
       TiledMmaQK mma_qk;

@@ -35,7 +35,7 @@ using namespace cute;
 
 template <class Element_, int kHeadDim_, int kHeadDimV_, int kBlockN_, int kStages_,
           bool kOAliasQ_, bool kPingPong_ = true, bool kIntraWGOverlap_ = true,
-          class ElementO_ = Element_>
+          class ElementO_ = Element_, int kStagesV_ = 0>
 struct FwdTraits {
   using Element = Element_;    // q, k, v
   using ElementO = ElementO_;  // out (bf16/fp16; differs from Element only for FP8)
@@ -45,8 +45,11 @@ struct FwdTraits {
   static constexpr int kHeadDimV = kHeadDimV_;
   static constexpr int kBlockM = 128;       // 2 consumer warpgroups x 64 rows (one wgmma M)
   static constexpr int kBlockN = kBlockN_;
-  static constexpr int kStages = kStages_;  // K/V ring depth; 2 already hides TMA latency
-                                            // because K runs one block ahead of V
+  static constexpr int kStages = kStages_;  // K ring depth; 2 hides TMA latency because K
+                                            // runs one block ahead of V
+  // V ring depth (0: as K's). V(n)'s buffer frees only when both warpgroups have waited for
+  // P(n+2) V(n+2), late in their iteration, so V has less slack than K.
+  static constexpr int kStagesV = kStagesV_ > 0 ? kStagesV_ : kStages_;
   // O is staged through smem for the TMA store. When Q + K + V + O would not fit in the 227 KB
   // a CTA may hold (hdim 192/256), O reuses Q's buffer; Q is then released only after the store.
   static constexpr bool kOAliasQ = kOAliasQ_;
@@ -93,10 +96,10 @@ struct FwdTraits {
   // V^T (dv x N). 16-bit: the TMA reads V rows (contiguous in dv) straight into this MN-major
   // layout. FP8: K-major (N contiguous), written by the producer's transpose.
   using SmemLayoutVt = decltype(tile_to_shape(SmemAtom<kVtMajor, kHeadDimV, kBlockN>{},
-                                              Shape<Int<kHeadDimV>, Int<kBlockN>, Int<kStages>>{}));
+                                              Shape<Int<kHeadDimV>, Int<kBlockN>, Int<kStagesV>>{}));
   // FP8 only: where the TMA lands V (N x dv, dv contiguous), the transpose's source.
   using SmemLayoutV = decltype(tile_to_shape(SmemAtom<GMMA::Major::K, kBlockN, kHeadDimV>{},
-                                             Shape<Int<kBlockN>, Int<kHeadDimV>, Int<kStages>>{}));
+                                             Shape<Int<kBlockN>, Int<kHeadDimV>, Int<kStagesV>>{}));
   // O: atoms ordered along dv first, so that rows [64*wg, 64*wg + 64) are one contiguous
   // (64 x dv) layout that each consumer warpgroup stores on its own with TMA.
   using SmemAtomO = SmemAtom<GMMA::Major::K, 64, kHeadDimV, ElementO>;
@@ -105,17 +108,19 @@ struct FwdTraits {
   using SmemLayoutOWG = decltype(tile_to_shape(SmemAtomO{}, Shape<_64, Int<kHeadDimV>>{},
                                                Step<_2, _1>{}));
 
-  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
-  using PipelineState = typename cutlass::PipelineState<kStages>;
-  using PipelineVt = cutlass::PipelineAsync<kStages>;  // FP8: transposed V, producer WG -> consumers
+  using PipelineK = cutlass::PipelineTmaAsync<kStages>;
+  using PipelineV = cutlass::PipelineTmaAsync<kStagesV>;  // V (16-bit: as V^T; FP8: as it lands)
+  using PipelineStateK = typename cutlass::PipelineState<kStages>;
+  using PipelineStateV = typename cutlass::PipelineState<kStagesV>;
+  using PipelineVt = cutlass::PipelineAsync<kStagesV>;  // FP8: transposed V, producer WG -> consumers
 
   static constexpr int kQBytes = kBlockM * kHeadDim * int(sizeof(Element));
   static constexpr int kKStageBytes = kBlockN * kHeadDim * int(sizeof(Element));
   static constexpr int kVStageBytes = kBlockN * kHeadDimV * int(sizeof(Element));
 
   struct BarrierStorage {
-    typename Pipeline::SharedStorage pipe_k;
-    typename Pipeline::SharedStorage pipe_v;
+    typename PipelineK::SharedStorage pipe_k;
+    typename PipelineV::SharedStorage pipe_v;
     typename PipelineVt::SharedStorage pipe_vt;  // FP8 only (unused otherwise)
     alignas(8) uint64_t q_full;   // transaction barrier: Q of the current tile landed
     alignas(8) uint64_t q_empty;  // 256 consumer arrivals: Q's buffer (and O's, if aliased) is free
