@@ -26,11 +26,14 @@ int run_fwd_sm80<1, HD, HDV>(const FwdParams& p) {
 #define TILE_STAGES sm90::TileConfigFp8<HD, HDV>::kStages
 #endif
 #ifndef TILE_STAGES_V
-#define TILE_STAGES_V 0
+#define TILE_STAGES_V sm90::StagesV<sm90::TileConfigFp8<HD, HDV>>::value
+#endif
+#ifndef TILE_SECTIONS_FP8
+#define TILE_SECTIONS_FP8 sm90::TileConfigFp8<HD, HDV>::kSections
 #endif
 struct AblFp8Cfg {
   static constexpr int kN = TILE_N, kStages = TILE_STAGES, kStagesV = TILE_STAGES_V;
-  static constexpr bool kAlias = false, kSections = sm90::TileConfigFp8<HD, HDV>::kSections;
+  static constexpr bool kAlias = false, kSections = TILE_SECTIONS_FP8;
 };
 template <>
 int run_fwd_sm90<2, HD, HDV>(const FwdParams& p) {

@@ -24,31 +24,32 @@ namespace sm90 {
 //   (192,128) : N 112, 2 stages, 220 KB
 //   (192,192) : N 112, 2 stages, O aliases Q (216 KB; separate O would need 264 KB)
 //   (256,256) : N 80,  2 stages, O aliases Q (224 KB; O alone is 128 fp32 regs per thread)
-// kSections: causal/local tiles in sections of about one round (tile_scheduler.cuh). Measured
-// per head dim (benchmarks/RESULTS.md, 2026-12-03 run 5): d=64 causal +3-10 % at 512-16k;
-// d=128 causal -10..-24 % at 1k-16k (+14 % at 512), so off there and where not yet measured.
+// kSections: causal/local tiles in sections of one round (tile_scheduler.cuh). Run 5 measured
+// d=64 causal +3-10 % and d=128 -10..-24 %; the d=128 loss was the rounds drifting across
+// sections of 128 tiles with 132 CTAs (load imbalance); with the grid cut to one section per
+// round (launch_fwd) d=128 causal gains 4-16 % over no sections (run 19).
 template <int D, int DV> struct TileConfig;
 template <> struct TileConfig<64, 64>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
-template <> struct TileConfig<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = false; };
-template <> struct TileConfig<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = false; };
-template <> struct TileConfig<192, 128> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = false, kSections = false; };
-template <> struct TileConfig<192, 192> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = true, kSections = false; };
-template <> struct TileConfig<256, 256> { static constexpr int kN = 80,  kStages = 2; static constexpr bool kAlias = true, kSections = false; };
+template <> struct TileConfig<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfig<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfig<192, 128> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfig<192, 192> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = true, kSections = true; };
+template <> struct TileConfig<256, 256> { static constexpr int kN = 80,  kStages = 2; static constexpr bool kAlias = true, kSections = true; };
 
 // FP8 (e4m3 in, 16-bit out). Shared memory = Q (128 d) + stages * N * (d + 2 dv) (K, V as it
 // lands, V^T) + O (128 dv, 2 bytes), 1 byte each otherwise:
 //   (64, 64)  : N 128, 2 stages,  72 KB
 //   (128,128) : N 128, 2 stages, 144 KB
 //   (192,192) : N 96,  2 stages, 184 KB
-//   (256,256) : N 64,  2 stages, 192 KB
+//   (256,256) : N 64,  2 stages (V: 3), 224 KB (the third V stage: +1-3 %, run 19)
 // First configuration that runs; FA3 uses wider key blocks (N 160-224), not yet measured here.
 template <int D, int DV> struct TileConfigFp8;
 template <> struct TileConfigFp8<64, 64>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
-template <> struct TileConfigFp8<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = false; };
-template <> struct TileConfigFp8<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = false; };
-template <> struct TileConfigFp8<192, 128> { static constexpr int kN = 96,  kStages = 2; static constexpr bool kAlias = false, kSections = false; };
-template <> struct TileConfigFp8<192, 192> { static constexpr int kN = 96,  kStages = 2; static constexpr bool kAlias = false, kSections = false; };
-template <> struct TileConfigFp8<256, 256> { static constexpr int kN = 64,  kStages = 2; static constexpr bool kAlias = false, kSections = false; };
+template <> struct TileConfigFp8<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfigFp8<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfigFp8<192, 128> { static constexpr int kN = 96,  kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfigFp8<192, 192> { static constexpr int kN = 96,  kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfigFp8<256, 256> { static constexpr int kN = 64,  kStages = 2, kStagesV = 3; static constexpr bool kAlias = false, kSections = true; };
 
 #ifndef FLASHCUTE_SM90_L2_SECTIONS
 #define FLASHCUTE_SM90_L2_SECTIONS 1  // A/B switch: 0 = plain longest-first order for every head dim

@@ -34,6 +34,53 @@ CUTE_HOST_DEVICE auto acc_as_operand_a(Layout const& l) {
                      make_layout(get<1>(groups), get<2>(l)));
 }
 
+#ifndef FLASHCUTE_SM90_TREE_REDUCE
+#define FLASHCUTE_SM90_TREE_REDUCE 4  // A/B switch: independent partials per row reduction (1 = one chain)
+#endif
+
+// Reduce the scores of row r of s with op, starting from init, in kParts independent chains
+// combined by a tree. Why: a plain loop is one dependent chain (32 FMNMX at N = 128, one result
+// feeding the next), and ptxas keeps it: in the FP8 d=128 profile the row max stalled the
+// consumers on instruction latency in 19 % of their samples, on the path to every exponential.
+template <int kParts, class TensorS, class Op>
+CUTE_DEVICE float row_reduce(TensorS const& s, int r, float init, Op op) {
+  constexpr int kCols = decltype(size<1>(s))::value;
+  constexpr int kP = kParts < kCols ? kParts : kCols;
+  float part[kP];
+#pragma unroll
+  for (int i = 0; i < kP; ++i) part[i] = s(r, i);
+#pragma unroll
+  for (int c = kP; c < kCols; ++c) part[c % kP] = op(part[c % kP], s(r, c));
+#pragma unroll
+  for (int w = 1; w < kP; w *= 2)
+#pragma unroll
+    for (int i = 0; i + w < kP; i += 2 * w) part[i] = op(part[i], part[i + w]);
+  return op(init, part[0]);
+}
+
+#ifndef FLASHCUTE_SM90_EXP2_POLY
+#define FLASHCUTE_SM90_EXP2_POLY 0  // of every 8 exponentials, how many run on the FMA pipe (A/B)
+#endif
+
+// 2^x on the FMA/ALU pipes, for x <= 64 (the softmax's x <= 8.75); 0 for x < -126.5 and -inf.
+// Why: the softmax issues one MUFU.EX2 per score, and MUFU takes a warp's instruction in 8
+// cycles; at d=64 (bf16) and d=128 (e4m3) the exponentials need as many MUFU cycles as the
+// GEMMs need tensor cycles, so some of them are computed here instead (9 FMA/ALU instructions).
+// x = j + f with j = round(x), f in [-1/2, 1/2]; 2^f by a cubic (relative error 7.5e-5, below
+// bf16's and e4m3's rounding); 2^j by writing j + 127 into an exponent field. Adding 1.5 * 2^23
+// + 127 rounds x to an integer and leaves j + 127 in the low mantissa bits; shifted up 23 they
+// are 2^j's bits (the 2^22 above them shifts out). j + 127 = 0 gives the bits of 0.f.
+CUTE_DEVICE float exp2_poly(float x) {
+  const float xc = fmaxf(x, -127.f);
+  const float t = xc + 12583039.f;        // 1.5 * 2^23 + 127: round to nearest integer
+  const float j = t - 12583039.f;         // round(xc)
+  const float f = xc - j;                 // [-1/2, 1/2]
+  float p = fmaf(0.05517166f, f, 0.24261113f);
+  p = fmaf(p, f, 0.69326097f);
+  p = fmaf(p, f, 0.99992806f);
+  return p * __int_as_float(__float_as_int(t) << 23);
+}
+
 #ifndef FLASHCUTE_SM90_LAZY_RESCALE
 #define FLASHCUTE_SM90_LAZY_RESCALE 1  // A/B switch: 0 = rescale O whenever a row max grows
 #endif
@@ -75,9 +122,7 @@ struct Sm90OnlineSoftmax {
     bool any_grow = false;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      float m = row_max[r];
-#pragma unroll
-      for (int c = 0; c < size<1>(s); ++c) m = fmaxf(m, s(r, c));
+      float m = row_reduce<FLASHCUTE_SM90_TREE_REDUCE>(s, r, row_max[r], MaxOp{});
       m = lane_group_allreduce<4>(m, MaxOp{});
       // -inf -> finite gives +inf (grow); -inf -> -inf gives NaN (no growth, nothing to scale).
       grow[r] = (m - row_max[r]) * scale_log2 > kLazyLog2;
@@ -96,13 +141,12 @@ struct Sm90OnlineSoftmax {
     for (int r = 0; r < kRows; ++r) {
       const float m_scaled = (row_max[r] == -INFINITY) ? 0.f : row_max[r] * scale_log2;
       const float offset = float(kPOffsetLog2) - m_scaled;
-      float sum = 0.f;
 #pragma unroll
       for (int c = 0; c < size<1>(s); ++c) {
-        s(r, c) = exp2f(fmaf(s(r, c), scale_log2, offset));
-        sum += s(r, c);
+        const float x = fmaf(s(r, c), scale_log2, offset);
+        s(r, c) = (c % 8) < FLASHCUTE_SM90_EXP2_POLY ? exp2_poly(x) : exp2f(x);
       }
-      row_sum[r] += sum;
+      row_sum[r] = row_reduce<FLASHCUTE_SM90_TREE_REDUCE>(s, r, row_sum[r], SumOp{});
     }
   }
 

@@ -11,8 +11,10 @@
 // DRAM 80 % busy, L2 hit rate 12 %). So the heads are cut into sections of about one round of
 // tiles (heads_per_section = CTAs / query blocks): a section's query blocks run together, the
 // longest first, and the rounds snake (below) so that heavy and light tiles pair up per CTA.
-// Measured, this pays at d=64 and loses at d=128 (why is open; see benchmarks/RESULTS.md), so
-// the launch turns it on per head dim (TileConfig::kSections); off, one section holds every head.
+// The pairing needs a round to be exactly one section, so the launch cuts the grid to
+// heads_per_section * query blocks CTAs (without that, 132 CTAs over sections of 128 tiles
+// drift a section by 4 tiles per round and d=128 causal lost 10-24 %, runs 5 and 19). Per head
+// dim: TileConfig::kSections; off, one section holds every head.
 #pragma once
 
 namespace flashcute::sm90 {
