@@ -35,13 +35,14 @@ CUTE_HOST_DEVICE auto acc_as_operand_a(Layout const& l) {
 }
 
 #ifndef FLASHCUTE_SM90_TREE_REDUCE
-#define FLASHCUTE_SM90_TREE_REDUCE 4  // A/B switch: independent partials per row reduction (1 = one chain)
+#define FLASHCUTE_SM90_TREE_REDUCE 1  // A/B switch: independent chains per row reduction
 #endif
 
 // Reduce the scores of row r of s with op, starting from init, in kParts independent chains
-// combined by a tree. Why: a plain loop is one dependent chain (32 FMNMX at N = 128, one result
-// feeding the next), and ptxas keeps it: in the FP8 d=128 profile the row max stalled the
-// consumers on instruction latency in 19 % of their samples, on the path to every exponential.
+// combined by a tree (kParts = 1: one dependent chain, 32 FMNMX at N = 128). Tried because the
+// FP8 d=128 profile showed the row max stalling the consumers on instruction latency (19 % of
+// their samples), but 4 or 8 chains measured -5..+2 % (bf16 d=128: -4 % non-causal at 4k-16k
+// with 4 chains; run 20): the consumers' other warps already hide that latency, so one chain.
 template <int kParts, class TensorS, class Op>
 CUTE_DEVICE float row_reduce(TensorS const& s, int r, float init, Op op) {
   constexpr int kCols = decltype(size<1>(s))::value;
@@ -61,6 +62,8 @@ CUTE_DEVICE float row_reduce(TensorS const& s, int r, float init, Op op) {
 #ifndef FLASHCUTE_SM90_EXP2_POLY
 #define FLASHCUTE_SM90_EXP2_POLY 0  // of every 8 exponentials, how many run on the FMA pipe (A/B)
 #endif
+// Measured (run 20): 2 of 8 cost 3 % at bf16 d=64 and 6 % at e4m3 d=128, 4 of 8 cost 10-15 %:
+// the softmax is short of issue slots more than of MUFU cycles, so off.
 
 // 2^x on the FMA/ALU pipes, for x <= 64 (the softmax's x <= 8.75); 0 for x < -126.5 and -inf.
 // Why: the softmax issues one MUFU.EX2 per score, and MUFU takes a warp's instruction in 8
