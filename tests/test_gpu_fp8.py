@@ -298,6 +298,17 @@ def test_fp8_outlier_rmse():
     assert best <= 9.1e-3, f"FP8 mode RMSE {best:.3e} above FA3's 9.1e-3 (per-head without rotation: {plain:.3e})"
 
 
+@pytest.mark.parametrize("mi", range(len(MASKS)))
+def test_fp8_kernel_long_keys_wide_tile(mi):
+    # From 4096 keys the e4m3 d=128 kernel takes 192-key blocks (TileConfigFp8Long); 4100 keys
+    # end in a partial block, and 1000 queries put the causal diagonal inside a block.
+    d = 128
+    require_fp8(d)
+    qs, ks, vs = quantized(1, 1000, 4100, 4, 2, d, seed=40 + mi)
+    check_fp8_kernel(qs, ks, vs, f"d={d} 1000x4100 {MASKS[mi]}", softcap=10.0 if mi == 2 else 0.0,
+                     backend="sm90", **MASKS[mi])
+
+
 @pytest.mark.parametrize("step_log2", [0.3, 0.7, 1.5, 6.0])
 def test_fp8_kernel_row_max_rising_block_by_block(step_log2):
     """e4m3 P: the lazy rescaling keeps a stale row max only while it grows by at most 2^0.75, so
