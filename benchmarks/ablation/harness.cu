@@ -28,12 +28,12 @@ int run_fwd_sm80<1, HD, HDV>(const FwdParams& p) {
 #ifndef TILE_STAGES_V
 #define TILE_STAGES_V sm90::StagesV<sm90::TileConfigFp8<HD, HDV>>::value
 #endif
-#ifndef TILE_SECTIONS_FP8
-#define TILE_SECTIONS_FP8 sm90::TileConfigFp8<HD, HDV>::kSections
+#ifndef TILE_SECTIONS
+#define TILE_SECTIONS sm90::TileConfigFp8<HD, HDV>::kSections
 #endif
 struct AblFp8Cfg {
   static constexpr int kN = TILE_N, kStages = TILE_STAGES, kStagesV = TILE_STAGES_V;
-  static constexpr bool kAlias = false, kSections = TILE_SECTIONS_FP8;
+  static constexpr bool kAlias = false, kSections = TILE_SECTIONS;
 };
 template <>
 int run_fwd_sm90<2, HD, HDV>(const FwdParams& p) {
@@ -42,9 +42,9 @@ int run_fwd_sm90<2, HD, HDV>(const FwdParams& p) {
 #elif FAMILY == 90 && defined(TILE_N)
 // An sm90 tile configuration other than TileConfig<HD, HDV>'s: -DTILE_N=.. -DTILE_STAGES=..
 // -DTILE_ALIAS=0|1 (O staged in Q's buffer) -DTILE_STAGES_V=.. (V's ring depth; 0 = as K's)
-// -DTILE_SECTIONS=0|1.
+// -DTILE_SECTIONS=0|1 (the last two default to the table's).
 #ifndef TILE_STAGES_V
-#define TILE_STAGES_V 0
+#define TILE_STAGES_V sm90::StagesV<sm90::TileConfig<HD, HDV>>::value
 #endif
 #ifndef TILE_SECTIONS  // causal tile order in L2 sections (tile_scheduler.cuh); default: the table's
 #define TILE_SECTIONS sm90::TileConfig<HD, HDV>::kSections

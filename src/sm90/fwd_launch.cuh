@@ -42,7 +42,7 @@ template <> struct TileConfig<256, 256> { static constexpr int kN = 80,  kStages
 //   (128,128) : N 128, 2 stages, 144 KB
 //   (192,192) : N 96,  2 stages, 184 KB
 //   (256,256) : N 64,  2 stages (V: 3), 224 KB (the third V stage: +1-3 %, run 19)
-// First configuration that runs; FA3 uses wider key blocks (N 160-224), not yet measured here.
+// Wider key blocks (FA3 uses N 160-224) pay only for long key sequences: TileConfigFp8Long.
 template <int D, int DV> struct TileConfigFp8;
 template <> struct TileConfigFp8<64, 64>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfigFp8<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
@@ -54,10 +54,9 @@ template <> struct TileConfigFp8<256, 256> { static constexpr int kN = 64,  kSta
 // FP8 head dims with a second, wider key block for long key sequences (seqlen_k >= kMinSeqlenK):
 // fewer iterations per tile pay from 4k keys, and cost at 1k where tiles are short (run 22,
 // e4m3 d=128 with N=192: +3 % non-causal 16k, +3.5 / +5-7 % causal 4k / 16k, -5..-10 % at 1k).
-// 128 x 192 at d=128: 192 KB of shared memory, no spills. Cfg = void: one tile only.
-template <int D, int DV> struct TileConfigFp8Long { using Cfg = void; };
-struct TileConfigFp8LongD128 { static constexpr int kN = 192, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
-template <> struct TileConfigFp8Long<128, 128> { using Cfg = TileConfigFp8LongD128; static constexpr int kMinSeqlenK = 4096; };
+// 128 x 192 at d=128: 192 KB of shared memory, no spills. kMinSeqlenK = 0: one tile only.
+template <int D, int DV> struct TileConfigFp8Long { static constexpr int kMinSeqlenK = 0; };
+template <> struct TileConfigFp8Long<128, 128> { static constexpr int kN = 192, kStages = 2, kMinSeqlenK = 4096; static constexpr bool kAlias = false, kSections = true; };
 
 #ifndef FLASHCUTE_SM90_L2_SECTIONS
 #define FLASHCUTE_SM90_L2_SECTIONS 1  // A/B switch: 0 = plain longest-first order for every head dim
@@ -206,8 +205,8 @@ int run_fwd_sm90(const FwdParams& p) {
   static_assert(DTYPE >= 0 && DTYPE <= 2, "sm90 forward supports fp16, bf16 and e4m3");
   if constexpr (DTYPE == 2) {
     using Long = sm90::TileConfigFp8Long<HDIM, HDIM_V>;
-    if constexpr (!std::is_void_v<typename Long::Cfg>) {
-      if (p.seqlen_k >= Long::kMinSeqlenK) return sm90::run_fwd_e4m3<typename Long::Cfg, HDIM, HDIM_V>(p);
+    if constexpr (Long::kMinSeqlenK > 0) {
+      if (p.seqlen_k >= Long::kMinSeqlenK) return sm90::run_fwd_e4m3<Long, HDIM, HDIM_V>(p);
     }
     return sm90::run_fwd_e4m3<sm90::TileConfigFp8<HDIM, HDIM_V>, HDIM, HDIM_V>(p);
   } else {

@@ -34,54 +34,15 @@ CUTE_HOST_DEVICE auto acc_as_operand_a(Layout const& l) {
                      make_layout(get<1>(groups), get<2>(l)));
 }
 
-#ifndef FLASHCUTE_SM90_TREE_REDUCE
-#define FLASHCUTE_SM90_TREE_REDUCE 1  // A/B switch: independent chains per row reduction
-#endif
-
-// Reduce the scores of row r of s with op, starting from init, in kParts independent chains
-// combined by a tree (kParts = 1: one dependent chain, 32 FMNMX at N = 128). Tried because the
-// FP8 d=128 profile showed the row max stalling the consumers on instruction latency (19 % of
-// their samples), but 4 or 8 chains measured -5..+2 % (bf16 d=128: -4 % non-causal at 4k-16k
-// with 4 chains; run 20): the consumers' other warps already hide that latency, so one chain.
-template <int kParts, class TensorS, class Op>
-CUTE_DEVICE float row_reduce(TensorS const& s, int r, float init, Op op) {
-  constexpr int kCols = decltype(size<1>(s))::value;
-  constexpr int kP = kParts < kCols ? kParts : kCols;
-  float part[kP];
+// Row r of s folded left to right with op, init joined last (the max's chain then does not
+// wait for the running max). One dependent chain: 4 or 8 independent chains and a tree measured
+// -5..+2 % (run 20; the consumers' other warps already hide that latency).
+template <class TensorS, class Op>
+CUTE_DEVICE float row_fold(TensorS const& s, int r, float init, Op op) {
+  float acc = s(r, 0);
 #pragma unroll
-  for (int i = 0; i < kP; ++i) part[i] = s(r, i);
-#pragma unroll
-  for (int c = kP; c < kCols; ++c) part[c % kP] = op(part[c % kP], s(r, c));
-#pragma unroll
-  for (int w = 1; w < kP; w *= 2)
-#pragma unroll
-    for (int i = 0; i + w < kP; i += 2 * w) part[i] = op(part[i], part[i + w]);
-  return op(init, part[0]);
-}
-
-#ifndef FLASHCUTE_SM90_EXP2_POLY
-#define FLASHCUTE_SM90_EXP2_POLY 0  // of every 8 exponentials, how many run on the FMA pipe (A/B)
-#endif
-// Measured (run 20): 2 of 8 cost 3 % at bf16 d=64 and 6 % at e4m3 d=128, 4 of 8 cost 10-15 %:
-// the softmax is short of issue slots more than of MUFU cycles, so off.
-
-// 2^x on the FMA/ALU pipes, for x <= 64 (the softmax's x <= 8.75); 0 for x < -126.5 and -inf.
-// Why: the softmax issues one MUFU.EX2 per score, and MUFU takes a warp's instruction in 8
-// cycles; at d=64 (bf16) and d=128 (e4m3) the exponentials need as many MUFU cycles as the
-// GEMMs need tensor cycles, so some of them are computed here instead (9 FMA/ALU instructions).
-// x = j + f with j = round(x), f in [-1/2, 1/2]; 2^f by a cubic (relative error 7.5e-5, below
-// bf16's and e4m3's rounding); 2^j by writing j + 127 into an exponent field. Adding 1.5 * 2^23
-// + 127 rounds x to an integer and leaves j + 127 in the low mantissa bits; shifted up 23 they
-// are 2^j's bits (the 2^22 above them shifts out). j + 127 = 0 gives the bits of 0.f.
-CUTE_DEVICE float exp2_poly(float x) {
-  const float xc = fmaxf(x, -127.f);
-  const float t = xc + 12583039.f;        // 1.5 * 2^23 + 127: round to nearest integer
-  const float j = t - 12583039.f;         // round(xc)
-  const float f = xc - j;                 // [-1/2, 1/2]
-  float p = fmaf(0.05517166f, f, 0.24261113f);
-  p = fmaf(p, f, 0.69326097f);
-  p = fmaf(p, f, 0.99992806f);
-  return p * __int_as_float(__float_as_int(t) << 23);
+  for (int c = 1; c < size<1>(s); ++c) acc = op(acc, s(r, c));
+  return op(init, acc);
 }
 
 #ifndef FLASHCUTE_SM90_LAZY_RESCALE
@@ -92,10 +53,11 @@ CUTE_DEVICE float exp2_poly(float x) {
 // (log2 units), and O is only rescaled (64 FMULs per thread at dv = 128) when some row of the
 // warp moved. Otherwise the block's P is computed against the stale max, so P may exceed
 // 2^offset by up to 2^kLazyLog2; the row sum carries the same factor, so O / sum and the LSE stay
-// exact. The decision is per row, so a row's rounding never depends on other rows' data. After the first blocks a row max rarely grows
-// by that much, and each skipped step saves the 2 x rows exponentials of the correction and one
-// FMUL per O element (64 per thread at dv = 128). Bounds: 16-bit P up to 2^8 (bf16/fp16 and the
-// fp32 sums have range to spare); e4m3 P (offset 2^8) at most 2^8.75 = 430 < 448, e4m3's largest.
+// exact. The decision is per row, so a row's rounding never depends on other rows' data. After
+// the first blocks a row max rarely grows by that much, and each skipped step saves the 2 x rows
+// exponentials of the correction and one FMUL per O element (64 per thread at dv = 128).
+// Bounds: 16-bit P up to 2^8 (bf16/fp16 and the fp32 sums have range to spare); e4m3 P (offset
+// 2^8) at most 2^8.75 = 430 < 448, e4m3's largest.
 //
 // kPOffsetLog2: P is computed as exp2(x - max + offset), i.e. scaled by 2^offset, and the row sum
 // with it (the scale cancels in O / sum; LSE subtracts it). FP8 uses 8: P in [0, 256] keeps the
@@ -125,8 +87,7 @@ struct Sm90OnlineSoftmax {
     bool any_grow = false;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      float m = row_reduce<FLASHCUTE_SM90_TREE_REDUCE>(s, r, row_max[r], MaxOp{});
-      m = lane_group_allreduce<4>(m, MaxOp{});
+      float m = lane_group_allreduce<4>(row_fold(s, r, row_max[r], MaxOp{}), MaxOp{});
       // -inf -> finite gives +inf (grow); -inf -> -inf gives NaN (no growth, nothing to scale).
       grow[r] = (m - row_max[r]) * scale_log2 > kLazyLog2;
       // A row with every score masked so far keeps max -inf: offset 0 keeps exp2(-inf) = 0.
@@ -144,12 +105,11 @@ struct Sm90OnlineSoftmax {
     for (int r = 0; r < kRows; ++r) {
       const float m_scaled = (row_max[r] == -INFINITY) ? 0.f : row_max[r] * scale_log2;
       const float offset = float(kPOffsetLog2) - m_scaled;
+      // MUFU.EX2 for every score: moving 2 or 4 of each 8 to an FMA-pipe polynomial measured
+      // -3..-15 % (run 20): the softmax is short of issue slots, not of MUFU cycles.
 #pragma unroll
-      for (int c = 0; c < size<1>(s); ++c) {
-        const float x = fmaf(s(r, c), scale_log2, offset);
-        s(r, c) = (c % 8) < FLASHCUTE_SM90_EXP2_POLY ? exp2_poly(x) : exp2f(x);
-      }
-      row_sum[r] = row_reduce<FLASHCUTE_SM90_TREE_REDUCE>(s, r, row_sum[r], SumOp{});
+      for (int c = 0; c < size<1>(s); ++c) s(r, c) = exp2f(fmaf(s(r, c), scale_log2, offset));
+      row_sum[r] = row_fold(s, r, row_sum[r], SumOp{});
     }
   }
 
