@@ -147,8 +147,9 @@ int launch_fwd(const FwdParams& p, bool sections) {
     cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev);
   }
   int grid = std::max(1, std::min(kp.sched.num_tiles(), num_sms));
-  // Causal/local order: sections of about one round of tiles (tile_scheduler.cuh).
-  if (sections) {
+  // Causal/local order: sections of about one round of tiles (tile_scheduler.cuh). Equal-cost
+  // tiles keep every SM (their plain order already keeps one head's K/V in L2).
+  if (sections && kp.sched.longest_first) {
     const int nm = kp.sched.num_m_blocks;
     kp.sched.heads_per_section = std::max(1, grid / nm);
     // One round = one section exactly: then the snake pairs each CTA's heavy tile of one round
