@@ -1,3 +1,8 @@
+"""Warp stall samples of one ncu source page (scripts/ncu_source.sh's src_*.csv.gz), summed by
+instruction execution count: code run once per key block, once per tile, once per CTA, ...
+separate by their counts, so the share of time spent in each shows without reading the SASS.
+    python3 scripts/ncu_stalls_by_count.py benchmarks/runs/2026-12-03-run24-src-bf16-d128-4k.csv.gz
+"""
 import csv, gzip, sys, collections
 f = sys.argv[1]
 lines = gzip.open(f, "rt").read().splitlines()
