@@ -134,12 +134,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             raise ValueError(f"{n}: expected 4 dimensions {layout}, got {t.dim()} (shape {tuple(t.shape)})")
     if not isinstance(enable_gqa, bool):
         raise TypeError(f"enable_gqa: expected a bool, got {type(enable_gqa).__name__}")
-    if not enable_gqa and query.shape[1] != key.shape[1]:
-        raise ValueError(f"key: has {key.shape[1]} heads but query has {query.shape[1]}; different head "
-                         f"counts need enable_gqa=True (as in torch)")
-    if not enable_gqa and query.shape[1] != value.shape[1]:
-        raise ValueError(f"value: has {value.shape[1]} heads but query has {query.shape[1]}; different head "
-                         f"counts need enable_gqa=True (as in torch)")
+    if not enable_gqa:
+        hq, hk, hv = query.shape[1], key.shape[1], value.shape[1]
+        if hq != hk:
+            raise ValueError(f"key: has {hk} heads but query has {hq}; different head "
+                             f"counts need enable_gqa=True (as in torch)")
+        if hq != hv:
+            raise ValueError(f"value: has {hv} heads but query has {hq}; different head "
+                             f"counts need enable_gqa=True (as in torch)")
     # (b, h, s, d) -> (b, s, h, d) views: strides only, no data movement.
     q, k, v = (t.transpose(1, 2) for t in (query, key, value))
     cfg = _fp8.resolve_config(fp8)

@@ -14,11 +14,13 @@ import ctypes
 import json
 import os
 import pathlib
+import struct
 from typing import Optional
 
 __all__ = [
-    "ABI_VERSION", "LIBRARY_PATH", "FwdArgs", "fwd", "build_info", "supported", "version",
-    "last_error", "Support", "Fp8QuantizeArgs", "fp8_quantize", "fp8_quantize_supported",
+    "ABI_VERSION", "LIBRARY_PATH", "FwdArgs", "fwd", "fwd_args", "build_info", "supported", "version",
+    "last_error", "Support", "Fp8QuantizeArgs", "fp8_quantize", "fp8_quantize_with_workspace",
+    "fp8_quantize_supported",
 ]
 
 # ---- constants (flashcute.h) ------------------------------------------------------------------
@@ -122,6 +124,64 @@ class Fp8QuantizeArgs(ctypes.Structure):
         ("rotate", _i32),
         ("rotation_signs", ctypes.c_uint32 * 8),
     ]
+
+
+# ---- packing FwdArgs in one call --------------------------------------------------------------
+# Setting ~45 ctypes fields one by one costs a few microseconds per launch; struct.pack fills the
+# same bytes in one C call. The format is derived from FwdArgs's own field offsets and sizes, so it
+# cannot drift from the declaration above (and _load checks both against the library's size).
+_STRUCT_CODES = {ctypes.c_uint64: "Q", ctypes.c_void_p: "Q", ctypes.c_int64: "q", ctypes.c_int32: "i",
+                 ctypes.c_uint32: "I", ctypes.c_float: "f"}
+
+
+def _struct_of(cls) -> struct.Struct:
+    """A struct.Struct with exactly cls's layout (native byte order, explicit padding)."""
+    assert ctypes.sizeof(ctypes.c_void_p) == 8, "pointers are packed as 64-bit integers"
+    fmt, end = ["="], 0
+    for name, ctype in cls._fields_:
+        offset = getattr(cls, name).offset
+        fmt.append("x" * (offset - end) + _STRUCT_CODES[ctype])
+        end = offset + ctypes.sizeof(ctype)
+    fmt.append("x" * (ctypes.sizeof(cls) - end))
+    packer = struct.Struct("".join(fmt))
+    if packer.size != ctypes.sizeof(cls):
+        raise ImportError(f"flashcute: the struct layout derived from {cls.__name__} has {packer.size} bytes, "
+                          f"ctypes says {ctypes.sizeof(cls)}")
+    return packer
+
+
+_FWD_STRUCT = _struct_of(FwdArgs)
+_FWD_ARGS_SIZE = ctypes.sizeof(FwdArgs)
+
+
+def fwd_args(q, k, v, out, lse, q_strides, k_strides, v_strides, out_strides, lse_strides,
+             batch, seqlen_q, seqlen_k, heads_q, heads_k, head_dim, head_dim_v, dtype, out_dtype,
+             softmax_scale, causal, window_left, window_right, mask_align, softcap,
+             cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
+             q_descale, k_descale, v_descale, descale_strides, backend, device, stream) -> FwdArgs:
+    """A FwdArgs with every field set (struct_size included), in the header's field order.
+    Pointers are ints (0 = NULL); q/k/v/out_strides are (batch, row, head) triples, lse_strides
+    and descale_strides (batch, head) pairs. Packed in one struct.pack; values that struct refuses
+    but ctypes accepts (an int beyond the field's range, a float beyond float32's) are set field
+    by field instead, so the result is always what assigning the fields would give."""
+    values = (_FWD_ARGS_SIZE, q, k, v, out, lse, *q_strides, *k_strides, *v_strides, *out_strides,
+              *lse_strides, batch, seqlen_q, seqlen_k, heads_q, heads_k, head_dim, head_dim_v, dtype,
+              out_dtype, softmax_scale, causal, window_left, window_right, mask_align, softcap,
+              cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k, q_descale, k_descale, v_descale,
+              *descale_strides, backend, device, stream)
+    try:
+        return FwdArgs.from_buffer_copy(_FWD_STRUCT.pack(*values))
+    except (struct.error, OverflowError):
+        return _fwd_args_by_field(values)
+
+
+def _fwd_args_by_field(values) -> FwdArgs:
+    if len(values) != len(FwdArgs._fields_):
+        raise TypeError(f"fwd_args: {len(values)} values for the {len(FwdArgs._fields_)} fields of FwdArgs")
+    a = FwdArgs()
+    for (name, _), value in zip(FwdArgs._fields_, values):
+        setattr(a, name, value)
+    return a
 
 
 # ---- loading ----------------------------------------------------------------------------------
@@ -262,6 +322,18 @@ def fp8_quantize(tensors, workspace: int, workspace_bytes: int, device: int, str
     arr, n = _quantize_array(tensors)
     status = _lib.flashcute_fp8_quantize(arr, n, workspace, workspace_bytes, int(device), stream)
     _raise_for_status(status, "flashcute_fp8_quantize")
+
+
+def fp8_quantize_with_workspace(tensors, make_workspace, device: int, stream: int):
+    """fp8_quantize_workspace_size, then fp8_quantize with the workspace make_workspace(nbytes)
+    returns as (pointer, owner); the argument array is built once for both. Returns the owner
+    (keep it alive until the launch is enqueued)."""
+    arr, n = _quantize_array(tensors)
+    nbytes = int(_lib.flashcute_fp8_quantize_workspace_size(arr, n))
+    pointer, owner = make_workspace(nbytes)
+    status = _lib.flashcute_fp8_quantize(arr, n, pointer, nbytes, int(device), stream)
+    _raise_for_status(status, "flashcute_fp8_quantize")
+    return owner
 
 
 def fp8_quantize_supported(device: int, dtype: int, head_dim: int, rotate: bool) -> Support:

@@ -13,6 +13,7 @@ is being captured, under torch.compile, and for tensors without data (meta / fak
 from __future__ import annotations
 
 import math
+import sys
 from typing import Optional, Sequence
 
 import torch
@@ -21,7 +22,9 @@ from . import _lib
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 _FP8_DTYPES = tuple(d for d in (getattr(torch, "float8_e4m3fn", None),) if d is not None)
+_HALF_AND_FP8_DTYPES = _HALF_DTYPES + _FP8_DTYPES
 _DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+_FLOAT_MAX = sys.float_info.max
 BACKENDS = ("auto", "sm80", "sm90")
 
 
@@ -32,8 +35,31 @@ def _is_tensor(name: str, t, optional: bool = False) -> None:
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
 
 
+def _are_tensors(names: Sequence[str], tensors: Sequence) -> None:
+    for n, t in zip(names, tensors):
+        _is_tensor(n, t)
+
+
 def check_input_dtypes(names: Sequence[str], tensors: Sequence[torch.Tensor], allow_fp8: bool,
                        fp8_mode: bool = False) -> None:
+    q0 = tensors[0]
+    dtype = q0.dtype
+    allowed = _HALF_DTYPES if fp8_mode or not allow_fp8 else _HALF_AND_FP8_DTYPES
+    ok = dtype in allowed
+    for t in tensors[1:]:
+        ok = ok and t.dtype == dtype
+    if not ok:
+        _explain_input_dtypes(names, tensors, allow_fp8, fp8_mode)
+    if fp8_mode:
+        return  # the FP8 kernel reads e4m3 and writes q's dtype: no bf16/fp16 kernel is needed
+    if dtype in _DTYPE_NAMES and _lib.COMPILED_DTYPES and _DTYPE_NAMES[dtype] not in _lib.COMPILED_DTYPES:
+        raise TypeError(f"{names[0]}: dtype {dtype} is not compiled into this build (compiled: "
+                        f"{', '.join(_lib.COMPILED_DTYPES)}); rebuild with "
+                        f"-C cmake.define.FLASHCUTE_DTYPES=\"bf16;fp16\"")
+
+
+def _explain_input_dtypes(names, tensors, allow_fp8, fp8_mode) -> None:
+    """Raise the error for q/k/v dtypes that are not one allowed dtype (check_input_dtypes)."""
     if fp8_mode:
         for n, t in zip(names, tensors):
             if t.dtype not in _HALF_DTYPES:
@@ -41,36 +67,35 @@ def check_input_dtypes(names: Sequence[str], tensors: Sequence[torch.Tensor], al
                                 f"them itself, but {n} is {t.dtype}; float8_e4m3fn inputs with their own "
                                 f"descales go through flashcute.flash_attn_interface")
     allowed = _HALF_DTYPES + (_FP8_DTYPES if allow_fp8 else ())
-    allowed_s = ", ".join(str(d) for d in allowed)
     for n, t in zip(names, tensors):
         if t.dtype not in allowed:
             hint = ("" if allow_fp8 or t.dtype not in _FP8_DTYPES else
                     " (float8_e4m3fn inputs go through flashcute.flash_attn_interface)")
-            raise TypeError(f"{n}: dtype {t.dtype} is not supported; allowed: {allowed_s}{hint}")
-    q0 = tensors[0]
+            raise TypeError(f"{n}: dtype {t.dtype} is not supported; allowed: "
+                            f"{', '.join(str(d) for d in allowed)}{hint}")
     for n, t in zip(names[1:], tensors[1:]):
-        if t.dtype != q0.dtype:
-            raise TypeError(f"{n}: dtype {t.dtype} differs from {names[0]}'s dtype {q0.dtype}; "
+        if t.dtype != tensors[0].dtype:
+            raise TypeError(f"{n}: dtype {t.dtype} differs from {names[0]}'s dtype {tensors[0].dtype}; "
                             f"{', '.join(names)} must share one dtype")
-    if fp8_mode:
-        return  # the FP8 kernel reads e4m3 and writes q's dtype: no bf16/fp16 kernel is needed
-    if q0.dtype in _DTYPE_NAMES and _lib.COMPILED_DTYPES and _DTYPE_NAMES[q0.dtype] not in _lib.COMPILED_DTYPES:
-        raise TypeError(f"{names[0]}: dtype {q0.dtype} is not compiled into this build (compiled: "
-                        f"{', '.join(_lib.COMPILED_DTYPES)}); rebuild with "
-                        f"-C cmake.define.FLASHCUTE_DTYPES=\"bf16;fp16\"")
 
 
 def check_same_device(named: Sequence[tuple]) -> None:
     """named: (name, tensor or None) pairs; all tensors must share the first one's device."""
     first_name, first = named[0]
+    # CUDA tensors compare by device index (no torch.device objects built); others compare their
+    # devices (CPU and meta tensors would both report index -1)
+    cuda_index = first.get_device() if first.is_cuda else None
     for n, t in named[1:]:
-        if t is not None and t.device != first.device:
+        if t is None:
+            continue
+        same = (t.is_cuda and t.get_device() == cuda_index) if cuda_index is not None else t.device == first.device
+        if not same:
             raise ValueError(f"{n}: is on device {t.device}, but {first_name} is on {first.device}; "
                              f"all tensors must be on one CUDA device")
 
 
 def check_cuda(name: str, t: torch.Tensor) -> None:
-    if t.device.type != "cuda":
+    if not t.is_cuda:  # (cheaper than t.device.type, which builds a torch.device)
         raise ValueError(f"{name}: must be a CUDA tensor, got a tensor on device '{t.device}'; "
                          f"move the inputs to a GPU with .cuda()")
 
@@ -106,21 +131,38 @@ def check_window_softcap_scale(window_size, softcap, softmax_scale) -> tuple:
     if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
         raise ValueError(f"window_size: expected a pair (left, right), got {window_size!r}")
     wl, wr = window_size
-    for side, w in (("left", wl), ("right", wr)):
-        if isinstance(w, bool) or not isinstance(w, int):
-            raise TypeError(f"window_size: {side} value must be an int, got {type(w).__name__} {w!r}")
-        if w < -1:
-            raise ValueError(f"window_size: {side} value {w} must be >= -1 (-1 = unbounded)")
+    # each rule: a cheap test for the common case (exact ints / floats in range), then the full
+    # check, which raises with the message, when that test fails
+    if not (type(wl) is int and type(wr) is int and wl >= -1 and wr >= -1):
+        _check_window_side("left", wl)
+        _check_window_side("right", wr)
+    if not (type(softcap) is float and 0.0 <= softcap <= _FLOAT_MAX):
+        _check_softcap(softcap)
+    if softmax_scale is not None and not (type(softmax_scale) is float
+                                          and -_FLOAT_MAX <= softmax_scale <= _FLOAT_MAX):
+        _check_softmax_scale(softmax_scale)
+    return int(wl), int(wr)
+
+
+def _check_softcap(softcap) -> None:
     if isinstance(softcap, bool) or not isinstance(softcap, (int, float)):
         raise TypeError(f"softcap: expected a float, got {type(softcap).__name__}")
     if not (softcap >= 0.0) or not math.isfinite(softcap):
         raise ValueError(f"softcap: got {softcap}; must be finite and >= 0 (0 = off)")
-    if softmax_scale is not None:
-        if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):
-            raise TypeError(f"softmax_scale: expected a float or None, got {type(softmax_scale).__name__}")
-        if not math.isfinite(softmax_scale):
-            raise ValueError(f"softmax_scale: got {softmax_scale}; must be finite")
-    return int(wl), int(wr)
+
+
+def _check_softmax_scale(softmax_scale) -> None:
+    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):
+        raise TypeError(f"softmax_scale: expected a float or None, got {type(softmax_scale).__name__}")
+    if not math.isfinite(softmax_scale):
+        raise ValueError(f"softmax_scale: got {softmax_scale}; must be finite")
+
+
+def _check_window_side(side: str, w) -> None:
+    if isinstance(w, bool) or not isinstance(w, int):
+        raise TypeError(f"window_size: {side} value must be an int, got {type(w).__name__} {w!r}")
+    if w < -1:
+        raise ValueError(f"window_size: {side} value {w} must be >= -1 (-1 = unbounded)")
 
 
 def check_backend(backend) -> None:
@@ -128,10 +170,14 @@ def check_backend(backend) -> None:
         raise ValueError(f"backend: got {backend!r}; allowed: {', '.join(repr(b) for b in BACKENDS)}")
 
 
-def _check_rank(name: str, t: torch.Tensor, layout: str) -> None:
+def _check_ranks(names: Sequence[str], tensors: Sequence[torch.Tensor], layout: str) -> None:
     want = layout.count(",") + 1
-    if t.dim() != want:
-        raise ValueError(f"{name}: expected {want} dimensions {layout}, got {t.dim()} (shape {tuple(t.shape)})")
+    q, k, v = tensors
+    if q.dim() == want and k.dim() == want and v.dim() == want:
+        return
+    for n, t in zip(names, tensors):
+        if t.dim() != want:
+            raise ValueError(f"{n}: expected {want} dimensions {layout}, got {t.dim()} (shape {tuple(t.shape)})")
 
 
 def _check_int_tensor(name: str, t: torch.Tensor, length: Optional[int], what: str) -> None:
@@ -156,16 +202,23 @@ def check_descales(names_and: Sequence[tuple], dtype, batch: int, heads_k: int, 
             raise ValueError(f"{n}: shape {tuple(t.shape)}; expected (batch, heads_k) = ({batch}, {heads_k})")
 
 
+_EXTRA_NAMES = ("cu_seqlens_q", "cu_seqlens_k", "seqused_k", "q_descale", "k_descale", "v_descale")
+_DESCALE_NAMES = _EXTRA_NAMES[3:]
+
+
 def check_fwd(q, k, v, *, names=("q", "k", "v"), varlen=False, cu_seqlens_q=None, cu_seqlens_k=None,
               max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, window_size=(-1, -1), softcap=0.0,
               softmax_scale=None, causal=False, allow_fp8=False, descales=(None, None, None),
               backend="auto", layout=None, fp8_mode=None) -> tuple:
     """All structural rules. q/k/v are in FA layout: (batch, seqlen, heads, dim) dense or
     (total, heads, dim) varlen. fp8_mode: an FP8Config when the FP8 mode is on (bf16/fp16 inputs
-    quantized by flashcute). Returns (window_left, window_right)."""
+    quantized by flashcute). Returns (window_left, window_right).
+
+    This runs on every eager call, so the rules are written to be cheap when they pass: shapes
+    are read once, and messages are only built on failure."""
     qn, kn, vn = names
-    for n, t in zip(names, (q, k, v)):
-        _is_tensor(n, t)
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor)):
+        _are_tensors(names, (q, k, v))  # raises
     if not isinstance(causal, bool):
         raise TypeError(f"causal: expected a bool, got {type(causal).__name__}")
     check_backend(backend)
@@ -174,18 +227,21 @@ def check_fwd(q, k, v, *, names=("q", "k", "v"), varlen=False, cu_seqlens_q=None
     check_input_dtypes(names, (q, k, v), allow_fp8, fp8_mode=fp8_mode is not None)
     if layout is None:
         layout = ("(total, heads, head_dim)" if varlen else "(batch, seqlen, heads, head_dim)")
-    for n, t in zip(names, (q, k, v)):
-        _check_rank(n, t, layout)
-    extra = [("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k), ("seqused_k", seqused_k)]
-    extra += list(zip(("q_descale", "k_descale", "v_descale"), descales))
-    for n, t in extra:
-        _is_tensor(n, t, optional=True)
-    check_same_device([(qn, q), (kn, k), (vn, v)] + extra)
+    _check_ranks(names, (q, k, v), layout)
+    q_descale, k_descale, v_descale = descales
+    extra = (cu_seqlens_q, cu_seqlens_k, seqused_k, q_descale, k_descale, v_descale)
+    named = [(qn, q), (kn, k), (vn, v)]
+    for n, t in zip(_EXTRA_NAMES, extra):
+        if t is not None:
+            _is_tensor(n, t)
+            named.append((n, t))
+    check_same_device(named)
     wl, wr = check_window_softcap_scale(window_size, softcap, softmax_scale)
 
-    hq, d = q.shape[-2], q.shape[-1]
-    hk, dk = k.shape[-2], k.shape[-1]
-    hv, dv = v.shape[-2], v.shape[-1]
+    qsh, ksh, vsh = q.shape, k.shape, v.shape
+    hq, d = qsh[-2], qsh[-1]
+    hk, dk = ksh[-2], ksh[-1]
+    hv, dv = vsh[-2], vsh[-1]
     check_heads(names, hq, hk, hv)
     check_head_dims(names, d, dk, dv)
     if fp8_mode is not None and fp8_mode.rotate:
@@ -195,39 +251,52 @@ def check_fwd(q, k, v, *, names=("q", "k", "v"), varlen=False, cu_seqlens_q=None
                              f"but {qn} has head dim {d}; pass FP8Config(rotate=False)")
 
     if varlen:
-        if cu_seqlens_q is None or cu_seqlens_k is None:
-            missing = "cu_seqlens_q" if cu_seqlens_q is None else "cu_seqlens_k"
-            raise ValueError(f"{missing}: is None; the varlen layout needs both cu_seqlens_q and cu_seqlens_k")
-        _check_int_tensor("cu_seqlens_q", cu_seqlens_q, None, "batch + 1 offsets")
-        if cu_seqlens_q.shape[0] < 1:
-            raise ValueError("cu_seqlens_q: is empty; it needs batch + 1 >= 1 entries (starting with 0)")
-        batch = cu_seqlens_q.shape[0] - 1
-        _check_int_tensor("cu_seqlens_k", cu_seqlens_k, batch + 1,
-                          f"batch + 1, as cu_seqlens_q has {batch + 1}")
-        if k.shape[0] != v.shape[0]:
-            raise ValueError(f"{vn}: has {v.shape[0]} rows (total_k) but {kn} has {k.shape[0]}; they must be equal")
-        for n, m, total, tn in (("max_seqlen_q", max_seqlen_q, q.shape[0], "total_q"),
-                                ("max_seqlen_k", max_seqlen_k, k.shape[0], "total_k")):
-            if isinstance(m, bool) or not isinstance(m, int):
-                raise TypeError(f"{n}: expected an int, got {type(m).__name__}")
-            if m < 0:
-                raise ValueError(f"{n}: got {m}; must be >= 0")
-            if m > total:
-                raise ValueError(f"{n}: got {m}, more than the {total} rows of the packed tensor ({tn})")
-        if seqused_k is not None:
-            _check_int_tensor("seqused_k", seqused_k, batch, "one count per sequence")
+        batch = _check_varlen_layout(names, ksh, vsh, qsh[0], cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                     max_seqlen_k, seqused_k)
     else:
         if seqused_k is not None or cu_seqlens_q is not None or cu_seqlens_k is not None:
             raise ValueError("cu_seqlens_q/cu_seqlens_k/seqused_k: only for the varlen layout")
-        batch = q.shape[0]
-        if k.shape[0] != batch or v.shape[0] != batch:
-            n, t = (kn, k) if k.shape[0] != batch else (vn, v)
-            raise ValueError(f"{n}: batch size {t.shape[0]} differs from {qn}'s batch size {batch}")
-        if v.shape[1] != k.shape[1]:
-            raise ValueError(f"{vn}: has seqlen {v.shape[1]} but {kn} has seqlen {k.shape[1]}; they must be equal")
+        batch = qsh[0]
+        if ksh[0] != batch or vsh[0] != batch:
+            n, t = (kn, ksh) if ksh[0] != batch else (vn, vsh)
+            raise ValueError(f"{n}: batch size {t[0]} differs from {qn}'s batch size {batch}")
+        if vsh[1] != ksh[1]:
+            raise ValueError(f"{vn}: has seqlen {vsh[1]} but {kn} has seqlen {ksh[1]}; they must be equal")
 
-    check_descales(list(zip(("q_descale", "k_descale", "v_descale"), descales)), q.dtype, batch, hk, qn)
+    if q_descale is not None or k_descale is not None or v_descale is not None:
+        check_descales(zip(_DESCALE_NAMES, descales), q.dtype, batch, hk, qn)
     return wl, wr
+
+
+def _check_varlen_layout(names, ksh, vsh, total_q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                         seqused_k) -> int:
+    """check_fwd's varlen rules (shapes and dtypes of cu_seqlens / seqused_k, max_seqlen bounds);
+    returns the batch size."""
+    _, kn, vn = names
+    if cu_seqlens_q is None or cu_seqlens_k is None:
+        missing = "cu_seqlens_q" if cu_seqlens_q is None else "cu_seqlens_k"
+        raise ValueError(f"{missing}: is None; the varlen layout needs both cu_seqlens_q and cu_seqlens_k")
+    _check_int_tensor("cu_seqlens_q", cu_seqlens_q, None, "batch + 1 offsets")
+    if cu_seqlens_q.shape[0] < 1:
+        raise ValueError("cu_seqlens_q: is empty; it needs batch + 1 >= 1 entries (starting with 0)")
+    batch = cu_seqlens_q.shape[0] - 1
+    _check_int_tensor("cu_seqlens_k", cu_seqlens_k, batch + 1, f"batch + 1, as cu_seqlens_q has {batch + 1}")
+    if ksh[0] != vsh[0]:
+        raise ValueError(f"{vn}: has {vsh[0]} rows (total_k) but {kn} has {ksh[0]}; they must be equal")
+    _check_max_seqlen("max_seqlen_q", max_seqlen_q, total_q, "total_q")
+    _check_max_seqlen("max_seqlen_k", max_seqlen_k, ksh[0], "total_k")
+    if seqused_k is not None:
+        _check_int_tensor("seqused_k", seqused_k, batch, "one count per sequence")
+    return batch
+
+
+def _check_max_seqlen(name: str, m, total: int, total_name: str) -> None:
+    if isinstance(m, bool) or not isinstance(m, int):
+        raise TypeError(f"{name}: expected an int, got {type(m).__name__}")
+    if m < 0:
+        raise ValueError(f"{name}: got {m}; must be >= 0")
+    if m > total:
+        raise ValueError(f"{name}: got {m}, more than the {total} rows of the packed tensor ({total_name})")
 
 
 def check_fp8_mode(cfg, backend, descales) -> None:
@@ -246,19 +315,37 @@ def values_readable(*tensors) -> bool:
         return False
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         return False
-    from torch._subclasses.fake_tensor import FakeTensor
     for t in tensors:
-        if t is not None and (isinstance(t, FakeTensor) or t.device.type == "meta"):
+        if t is not None and (t.is_meta or (type(t) is not torch.Tensor and _is_fake(t))):
             return False
     return True
+
+
+def _is_fake(t) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+    return isinstance(t, FakeTensor)
+
+
+def _host_lists(*tensors) -> list:
+    """The 1-D tensors' values as lists; CUDA tensors are read with one device-to-host copy (so
+    one host synchronisation) for all of them."""
+    if len(tensors) > 1 and tensors[0].is_cuda:
+        flat = torch.cat(tensors).tolist()
+        out, start = [], 0
+        for t in tensors:
+            out.append(flat[start:start + t.shape[0]])
+            start += t.shape[0]
+        return out
+    return [t.tolist() for t in tensors]
 
 
 def check_varlen_values(cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
                         total_q, total_k) -> None:
     """The rules that read cu_seqlens / seqused_k (one host sync). Call only if values_readable()."""
-    for name, cu, m, total, tn, mn in (("cu_seqlens_q", cu_seqlens_q, max_seqlen_q, total_q, "total_q", "max_seqlen_q"),
-                                       ("cu_seqlens_k", cu_seqlens_k, max_seqlen_k, total_k, "total_k", "max_seqlen_k")):
-        vals = cu.tolist()
+    host = _host_lists(cu_seqlens_q, cu_seqlens_k, *(() if seqused_k is None else (seqused_k,)))
+    for name, vals, m, total, tn, mn in (
+            ("cu_seqlens_q", host[0], max_seqlen_q, total_q, "total_q", "max_seqlen_q"),
+            ("cu_seqlens_k", host[1], max_seqlen_k, total_k, "total_k", "max_seqlen_k")):
         if vals[0] != 0:
             raise ValueError(f"{name}: must start with 0, got {vals[0]}")
         lens = [b - a for a, b in zip(vals[:-1], vals[1:])]
@@ -273,8 +360,7 @@ def check_varlen_values(cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max
         if name == "cu_seqlens_k":
             k_lens = lens
     if seqused_k is not None:
-        used = seqused_k.tolist()
-        for b, (u, n) in enumerate(zip(used, k_lens)):
+        for b, (u, n) in enumerate(zip(host[2], k_lens)):
             if u < 0 or u > n:
                 raise ValueError(f"seqused_k: entry {b} is {u}; must be in [0, {n}] (the length of "
                                  f"sequence {b} in cu_seqlens_k)")

@@ -46,6 +46,10 @@ from typing import Optional, Tuple
 
 import torch
 
+from . import _lib
+from . import ops as _ops
+from .ops import _DTYPE_CODES, _kernel_ready
+
 __all__ = ["E4M3_MAX", "FP8Config", "quantize", "hadamard", "hadamard_matrix", "dequantize"]
 
 #: quantize's impl choices: "auto" (the CUDA kernel where it runs, else torch ops), or one forced.
@@ -329,7 +333,7 @@ def _cuda_reason(x, cu_seqlens, rotate) -> str:
     and the library's answer for (device, dtype, head dim, rotation) is cached."""
     if cu_seqlens is not None:
         return "varlen (cu_seqlens) inputs take the torch path"
-    if x.device.type != "cuda":
+    if not x.is_cuda:
         return f"x is on {x.device}, not a CUDA device"
     if x.dtype not in (torch.bfloat16, torch.float16):
         return f"x is {x.dtype}; the kernel reads bfloat16 or float16"
@@ -338,9 +342,6 @@ def _cuda_reason(x, cu_seqlens, rotate) -> str:
     d = x.shape[-1]
     if d not in _CUDA_HEAD_DIMS:
         return f"head dim {d}; the kernel covers {_CUDA_HEAD_DIMS}"
-    from . import _lib
-    from .ops import _DTYPE_CODES
-
     key = (x.get_device(), x.dtype, d, bool(rotate))
     sup = _CUDA_SUPPORT.get(key)
     if sup is None:
@@ -373,9 +374,6 @@ def _quantize_cuda(jobs, heads_k, seed, outs=None):
     """[(x, rotate), ...] (dense (b, s, h, d) CUDA bf16/fp16 views, one dtype, one device) ->
     [(x8, descale), ...] through one flashcute_fp8_quantize launch. outs: preallocated contiguous
     (x8, descale) pairs to fill instead (tests poison them first)."""
-    from . import _lib
-    from .ops import _DTYPE_CODES, _kernel_ready
-
     dev = jobs[0][0].device
     if outs is None:
         outs = [(torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=dev),
@@ -390,7 +388,7 @@ def _quantize_cuda(jobs, heads_k, seed, outs=None):
             continue  # nothing to read or write
         a = _lib.Fp8QuantizeArgs()
         if s > 0:
-            x, xs = _kernel_ready(x)  # in place unless the last dim / alignment needs a copy
+            x, xs = _kernel_ready(x, x.shape)  # in place unless the last dim / alignment needs a copy
             keep.append(x)
             a.x, a.x8 = x.data_ptr(), x8.data_ptr()
             a.x_batch_stride, a.x_row_stride, a.x_head_stride = xs[0], xs[1], xs[2]
@@ -404,10 +402,12 @@ def _quantize_cuda(jobs, heads_k, seed, outs=None):
             a.rotation_signs[:] = _sign_bits(d, seed)
         args.append(a)
     if args:
-        nbytes = _lib.fp8_quantize_workspace_size(args)
-        workspace = torch.empty(nbytes, dtype=torch.uint8, device=dev)
-        _lib.fp8_quantize(args, workspace.data_ptr(), nbytes, dev.index if dev.index is not None else -1,
-                          torch.cuda.current_stream(dev).cuda_stream)
+        def workspace(nbytes):
+            w = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+            return w.data_ptr(), w
+
+        keep.append(_lib.fp8_quantize_with_workspace(args, workspace, dev.index if dev.index is not None else -1,
+                                                     _ops._stream_handle(jobs[0][0])))
     del keep  # copies stay alive until the launch is enqueued; the caching allocator is stream-ordered
     return outs
 
@@ -483,8 +483,11 @@ def quantize_qkv(q, k, v, *, rotate=True, seed=0, cu_seqlens_q=None, cu_seqlens_
     """The FP8 mode's inputs: (q8, k8, v8, (q_descale, k_descale, v_descale)) from FA-layout q
     (b, s, hq, d) / k, v (b, s, hk, .) -- or packed (total, h, d) with cu_seqlens -- with
     heads_k = k's heads (q's scale per GQA group), q and k rotated by the same seeded R."""
-    x8 = torch.ops.flashcute.fp8_quantize_qkv(q, k, v, k.shape[-2], rotate, int(seed), cu_seqlens_q,
-                                              cu_seqlens_k, impl)
+    args = (q, k, v, k.shape[-2], rotate, int(seed), cu_seqlens_q, cu_seqlens_k, impl)
+    if _ops._dispatcher_adds_nothing((q, k, v, cu_seqlens_q, cu_seqlens_k)):  # plain eager: skip the dispatcher
+        x8 = _quantize_qkv_impl(*args)
+    else:
+        x8 = torch.ops.flashcute.fp8_quantize_qkv(*args)
     return x8[0], x8[1], x8[2], (x8[3], x8[4], x8[5])
 
 
@@ -548,7 +551,11 @@ def quantize(x: torch.Tensor, heads_k: Optional[int] = None, *, rotate: bool = F
     h = _check_quantize_args(x, heads_k, layout, cu_seqlens, rotate, seed, impl)
     hk = h if heads_k is None else heads_k
     xv = x.transpose(1, 2) if layout == "bhsd" else x  # (b, s, h, d) view: strides only
-    x8, descale = torch.ops.flashcute.fp8_quantize(xv, hk, rotate, int(seed), cu_seqlens, impl)
+    args = (xv, hk, rotate, int(seed), cu_seqlens, impl)
+    if _ops._dispatcher_adds_nothing((xv, cu_seqlens)):  # plain eager: skip the dispatcher
+        x8, descale = _quantize_impl(*args)
+    else:
+        x8, descale = torch.ops.flashcute.fp8_quantize(*args)
     if layout == "bhsd":
         x8 = x8.transpose(1, 2)
     return x8, descale

@@ -20,11 +20,16 @@ place, without copies.
 
 The backward op (`flashcute::bwd`) does not exist yet: register_autograd installs a backward
 that raises NotImplementedError.
+
+Host time: the public functions reach the op through call_fwd, which in a plain eager call (no
+autograd, mode, subclass, profiler or tracing: _dispatcher_adds_nothing) runs the op's
+implementation directly, skipping torch's Python dispatch machinery; otherwise, and always under
+torch.compile, it calls the op. The FwdArgs struct is packed in one struct.pack (_lib.fwd_args).
 """
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 
@@ -42,116 +47,157 @@ def _out_dtype_for(in_dtype: torch.dtype, out_dtype: Optional[torch.dtype]) -> t
     return torch.bfloat16 if out_dtype is None else out_dtype
 
 
-def _normalized_strides(t: torch.Tensor) -> list:
-    """t's strides, with the stride of every size-1 dimension replaced by the stride a dense
-    layout would give it (never read, but the library checks every stride's alignment)."""
-    sizes, strides = list(t.shape), list(t.stride())
-    for i in range(t.dim() - 2, -1, -1):
-        if sizes[i] == 1:
-            strides[i] = strides[i + 1] * max(sizes[i + 1], 1)
+def _normalized_strides(shape, strides) -> list:
+    """strides, with the stride of every size-1 dimension replaced by the stride a dense layout
+    would give it (never read, but the library checks every stride's alignment)."""
+    strides = list(strides)
+    if 1 not in shape:  # the common case: nothing to replace
+        return strides
+    for i in range(len(shape) - 2, -1, -1):
+        if shape[i] == 1:
+            strides[i] = strides[i + 1] * max(shape[i + 1], 1)
     return strides
 
 
-def _kernel_ready(t: torch.Tensor) -> Tuple[torch.Tensor, list]:
-    """(tensor, strides) such that the last dim is contiguous, the data pointer is 16-byte
-    aligned and every stride is a multiple of 16 bytes; copies only when needed."""
+def _aligned(t: torch.Tensor, strides) -> bool:
+    """Whether t's data pointer is 16-byte aligned and every stride but the last is a multiple
+    of 16 bytes (the kernels move 128 bits at a time). One gcd instead of a loop: the strides
+    are all multiples of vec exactly when their gcd is (gcd() of nothing is 0)."""
     vec = 16 // t.element_size()
-    if t.stride(-1) != 1 and t.shape[-1] != 1:
+    return t.data_ptr() % 16 == 0 and math.gcd(*strides[:-1]) % vec == 0
+
+
+def _kernel_ready(t: torch.Tensor, shape: Sequence[int]) -> Tuple[torch.Tensor, Sequence[int]]:
+    """(tensor, strides) such that the last dim is contiguous, the data pointer is 16-byte
+    aligned and every stride is a multiple of 16 bytes; copies only when needed. shape: t.shape,
+    which the caller has already read (each .shape / .stride() builds a new object, and this runs
+    three times per launch)."""
+    strides = t.stride()
+    if strides[-1] == 1 and 1 not in shape and _aligned(t, strides):
+        return t, strides  # the common case: usable in place, no size-1 stride to normalize
+    if strides[-1] != 1 and shape[-1] != 1:
         t = t.clone(memory_format=torch.contiguous_format)
-    strides = _normalized_strides(t)
+        strides = t.stride()
+    strides = _normalized_strides(shape, strides)
     strides[-1] = 1
-    if t.data_ptr() % 16 != 0 or any(s % vec for s in strides[:-1]):
+    if not _aligned(t, strides):
         # clone (not .contiguous(), which returns an already-contiguous but misaligned view as is)
         t = t.clone(memory_format=torch.contiguous_format)
-        strides = _normalized_strides(t)
+        strides = _normalized_strides(shape, t.stride())
     return t, strides
+
+
+def _output_strides(out: torch.Tensor) -> list:
+    """out's (normalized) strides; ValueError unless the kernel can write it in place."""
+    strides = _normalized_strides(out.shape, out.stride())
+    if strides[-1] != 1 or not _aligned(out, strides):
+        raise ValueError(f"out: strides {tuple(out.stride())} / alignment unusable; pass a contiguous buffer")
+    return strides
+
+
+_current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _stream_handle(t: torch.Tensor) -> int:
+    """The cudaStream_t of torch's current stream on t's device, as an int. The raw-handle query
+    (what inductor's generated code uses) skips building a torch.cuda.Stream object."""
+    if _current_raw_stream is not None:
+        return _current_raw_stream(t.get_device())
+    return torch.cuda.current_stream(t.device).cuda_stream
 
 
 def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
             q_descale, k_descale, v_descale, softmax_scale, causal, window_left, window_right,
             softcap, top_left, backend) -> None:
     """Fill out (and lse) with the forward attention. Inputs are already validated."""
-    for n, t in (("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse)):
-        V.check_cuda(n, t)
+    if not (q.is_cuda and k.is_cuda and v.is_cuda and out.is_cuda and lse.is_cuda):
+        for n, t in (("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse)):
+            V.check_cuda(n, t)
+    # shapes read once (each .shape builds a torch.Size); copies for alignment keep them
+    qsh, ksh = q.shape, k.shape
     varlen = cu_seqlens_q is not None
-    rows_q = q.shape[0] if varlen else q.shape[1]
-    rows_k = k.shape[0] if varlen else k.shape[1]
-    batch = cu_seqlens_q.shape[0] - 1 if varlen else q.shape[0]
-    if rows_q == 0 or batch == 0 or q.shape[-2] == 0:
+    rows_q = qsh[0] if varlen else qsh[1]
+    rows_k = ksh[0] if varlen else ksh[1]
+    batch = cu_seqlens_q.shape[0] - 1 if varlen else qsh[0]
+    if rows_q == 0 or batch == 0 or qsh[-2] == 0:
         return
     if rows_k == 0:  # no keys anywhere: every row is fully masked
         out.zero_()
         lse.fill_(-math.inf)
         return
 
-    q, qs = _kernel_ready(q)
-    k, ks = _kernel_ready(k)
-    v, vs = _kernel_ready(v)
-    if out.stride(-1) != 1 or out.data_ptr() % 16 or any(s % (16 // out.element_size()) for s in _normalized_strides(out)[:-1]):
-        raise ValueError(f"out: strides {tuple(out.stride())} / alignment unusable; pass a contiguous buffer")
-    os_ = _normalized_strides(out)
-    if lse.stride(-1) != 1 and lse.shape[-1] > 1:
-        raise ValueError(f"lse: last dimension must be contiguous, got strides {tuple(lse.stride())}")
+    vsh = v.shape
+    q, qs = _kernel_ready(q, qsh)
+    k, ks = _kernel_ready(k, ksh)
+    v, vs = _kernel_ready(v, vsh)
+    os_ = _output_strides(out)
+    ls = lse.stride()
+    if ls[-1] != 1 and lse.shape[-1] > 1:
+        raise ValueError(f"lse: last dimension must be contiguous, got strides {tuple(ls)}")
 
-    a = _lib.FwdArgs()
-    a.q, a.k, a.v, a.out, a.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr()
-    if varlen:
-        a.q_row_stride, a.q_head_stride = qs[0], qs[1]
-        a.k_row_stride, a.k_head_stride = ks[0], ks[1]
-        a.v_row_stride, a.v_head_stride = vs[0], vs[1]
-        a.out_row_stride, a.out_head_stride = os_[0], os_[1]
-        a.lse_head_stride = lse.stride(0)
-        cu_q = cu_seqlens_q.contiguous()
-        cu_k = cu_seqlens_k.contiguous()
-        a.cu_seqlens_q, a.cu_seqlens_k = cu_q.data_ptr(), cu_k.data_ptr()
-        a.total_q, a.total_k = q.shape[0], k.shape[0]
-        a.seqlen_q, a.seqlen_k = max_seqlen_q, max_seqlen_k
-    else:
-        a.q_batch_stride, a.q_row_stride, a.q_head_stride = qs[0], qs[1], qs[2]
-        a.k_batch_stride, a.k_row_stride, a.k_head_stride = ks[0], ks[1], ks[2]
-        a.v_batch_stride, a.v_row_stride, a.v_head_stride = vs[0], vs[1], vs[2]
-        a.out_batch_stride, a.out_row_stride, a.out_head_stride = os_[0], os_[1], os_[2]
-        a.lse_batch_stride, a.lse_head_stride = lse.stride(0), lse.stride(1)
-        a.seqlen_q, a.seqlen_k = q.shape[1], k.shape[1]
-    if seqused_k is not None:
-        used = seqused_k.contiguous()
-        a.seqused_k = used.data_ptr()
-    a.batch = batch
-    a.heads_q, a.heads_k = q.shape[-2], k.shape[-2]
-    a.head_dim, a.head_dim_v = q.shape[-1], v.shape[-1]
-    a.dtype = _DTYPE_CODES[q.dtype]
-    a.out_dtype = _DTYPE_CODES[out.dtype]
-    a.softmax_scale = softmax_scale
-    a.causal = int(bool(causal))
-    a.window_left, a.window_right = window_left, window_right
-    a.mask_align = _lib.ALIGN_TOP_LEFT if top_left else _lib.ALIGN_BOTTOM_RIGHT
-    a.softcap = softcap
+    # keep (and the locals q, k, v, which may be copies): tensors whose pointers go to the library
+    # stay alive until the launch is enqueued; the caching allocator is stream-ordered, so freeing
+    # them afterwards is safe
     keep = []
-    if any(t is not None for t in (q_descale, k_descale, v_descale)):
-        for name, t in (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale)):
+    cu_q = cu_k = used = 0
+    if varlen:  # (total, heads, dim): no batch stride; lse (heads, total)
+        qs, ks, vs, os_ = (0, qs[0], qs[1]), (0, ks[0], ks[1]), (0, vs[0], vs[1]), (0, os_[0], os_[1])
+        lse_strides = (0, ls[0])
+        keep += [cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()]
+        cu_q, cu_k = keep[-2].data_ptr(), keep[-1].data_ptr()
+        seqlen_q, seqlen_k, total_q, total_k = max_seqlen_q, max_seqlen_k, qsh[0], ksh[0]
+    else:  # (batch, seqlen, heads, dim); lse (batch, heads, seqlen)
+        qs, ks, vs, os_ = qs[:3], ks[:3], vs[:3], os_[:3]
+        lse_strides = (ls[0], ls[1])
+        seqlen_q, seqlen_k, total_q, total_k = qsh[1], ksh[1], 0, 0
+    if seqused_k is not None:
+        keep.append(seqused_k.contiguous())
+        used = keep[-1].data_ptr()
+    descale_ptrs, descale_strides = [0, 0, 0], (0, 0)
+    if q_descale is not None or k_descale is not None or v_descale is not None:
+        for i, t in enumerate((q_descale, k_descale, v_descale)):
             if t is not None:
-                t = t.contiguous()  # (batch, heads_k)
-                keep.append(t)
-                setattr(a, name, t.data_ptr())
-        a.descale_batch_stride, a.descale_head_stride = k.shape[-2], 1
-    a.backend = _lib.BACKENDS[backend]
-    a.device = q.get_device()
-    a.stream = torch.cuda.current_stream(q.device).cuda_stream
-    _lib.fwd(a)
-    del keep  # the copies stay alive until the launch is enqueued; the caching allocator is stream-ordered
+                keep.append(t.contiguous())  # (batch, heads_k)
+                descale_ptrs[i] = keep[-1].data_ptr()
+        descale_strides = (ksh[-2], 1)
+    args = _lib.fwd_args(
+        q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
+        qs, ks, vs, os_, lse_strides,
+        batch, seqlen_q, seqlen_k, qsh[-2], ksh[-2], qsh[-1], vsh[-1],
+        _DTYPE_CODES[q.dtype], _DTYPE_CODES[out.dtype],
+        softmax_scale, int(bool(causal)), window_left, window_right,
+        _lib.ALIGN_TOP_LEFT if top_left else _lib.ALIGN_BOTTOM_RIGHT, softcap,
+        cu_q, cu_k, used, total_q, total_k,
+        descale_ptrs[0], descale_ptrs[1], descale_ptrs[2], descale_strides,
+        _lib.BACKENDS[backend], q.get_device(), _stream_handle(q))
+    _lib.fwd(args)
+    del keep
 
 
 def _alloc_outputs(q, v, varlen, out_dtype):
     od = _out_dtype_for(q.dtype, out_dtype)
     hq, dv = q.shape[-2], v.shape[-1]
+    # new_empty: q's device without building a torch.device object (cheaper than device=q.device)
     if varlen:
         total_q = q.shape[0]
-        out = torch.empty((total_q, hq, dv), dtype=od, device=q.device)
-        lse = torch.empty((hq, total_q), dtype=torch.float32, device=q.device)
+        out = q.new_empty((total_q, hq, dv), dtype=od)
+        lse = q.new_empty((hq, total_q), dtype=torch.float32)
     else:
         b, sq = q.shape[0], q.shape[1]
-        out = torch.empty((b, sq, hq, dv), dtype=od, device=q.device)
-        lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
+        out = q.new_empty((b, sq, hq, dv), dtype=od)
+        lse = q.new_empty((b, hq, sq), dtype=torch.float32)
+    return out, lse
+
+
+def _fwd_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
+              q_descale, k_descale, v_descale, softmax_scale, causal, window_left, window_right,
+              softcap, top_left, backend, out_dtype):
+    """The op's implementation (allocate out and lse, launch); call_fwd calls it directly when
+    the dispatcher would add nothing (see _dispatcher_adds_nothing)."""
+    out, lse = _alloc_outputs(q, v, cu_seqlens_q is not None, out_dtype)
+    _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
+            q_descale, k_descale, v_descale, softmax_scale, causal, window_left, window_right,
+            softcap, top_left, backend)
     return out, lse
 
 
@@ -177,11 +223,9 @@ def fwd(
     backend: str,
     out_dtype: Optional[torch.dtype],
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    out, lse = _alloc_outputs(q, v, cu_seqlens_q is not None, out_dtype)
-    _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
-            q_descale, k_descale, v_descale, softmax_scale, causal, window_left, window_right,
-            softcap, top_left, backend)
-    return out, lse
+    return _fwd_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
+                     q_descale, k_descale, v_descale, softmax_scale, causal, window_left, window_right,
+                     softcap, top_left, backend, out_dtype)
 
 
 @fwd.register_fake
@@ -205,16 +249,57 @@ def _backward(ctx, grad_out, grad_lse):
 fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
+# ---- the eager fast path: the op's implementation without the dispatcher ----------------------
+# Calling torch.ops.flashcute.fwd costs ~35 us of host time (the autograd wrapper, redispatch,
+# dynamo-disable decorators) before the implementation runs. When nothing along that way can act
+# on the call -- no tracing, no autograd graph to record, no tensor subclass or mode to intercept
+# the op, no profiler to name it -- calling the implementation directly gives the same outputs,
+# errors and stream order. The queries are torch internals, looked up once; an older torch that
+# lacks one always takes the dispatcher.
+_len_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)  # FakeTensorMode, FlopCounterMode, ...
+_function_mode_on = getattr(torch._C, "_is_torch_function_mode_enabled", None)  # TorchFunctionModes
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)  # vmap / grad wrap plain tensors
+_jit_tracing_state = getattr(torch._C, "_get_tracing_state", None)  # torch.jit.trace
+_profiler_on = getattr(torch.autograd, "_profiler_enabled", None)  # the profiler records the op by name
+_CAN_BYPASS = None not in (_len_dispatch_modes, _function_mode_on, _functorch_active, _jit_tracing_state,
+                           _profiler_on)
+_Tensor = torch.Tensor
+
+
+def _dispatcher_adds_nothing(tensors) -> bool:
+    """Whether calling a flashcute op's implementation directly is indistinguishable from calling
+    the op (torch.ops.flashcute.*): not under torch.compile / dynamo; no autograd needed (grad mode
+    off, or no input requires grad: otherwise the op's registered backward must reach the graph);
+    every tensor an exact torch.Tensor (no FakeTensor, DTensor or other subclass) and not on the
+    meta device (where the op runs its fake kernel); and no dispatch mode, function mode, functorch
+    transform, jit trace or profiler active. `tensors`: the op's tensor arguments, None allowed.
+    (torch.compile first: dynamo folds it to True and traces nothing after it.)"""
+    if not _CAN_BYPASS or torch.compiler.is_compiling():
+        return False
+    if _len_dispatch_modes() or _function_mode_on() or _functorch_active() or _profiler_on() \
+            or _jit_tracing_state() is not None:
+        return False
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) is not _Tensor or t.is_meta or (grad and t.requires_grad)):
+            return False
+    return True
+
+
 def call_fwd(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None, max_seqlen_q=0,
              max_seqlen_k=0, descales=(None, None, None), softmax_scale, causal, window_left,
              window_right, softcap, top_left, backend, out_dtype=None):
-    """Call the op, with a copy of a non-contiguous last dim done here (traceable), so the op
-    itself only copies for alignment."""
-    q, k, v = [t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v)]
-    return torch.ops.flashcute.fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, int(max_seqlen_q),
-                                   int(max_seqlen_k), descales[0], descales[1], descales[2],
-                                   float(softmax_scale), bool(causal), int(window_left), int(window_right),
-                                   float(softcap), bool(top_left), backend, out_dtype)
+    """Call the op (or, in plain eager calls, its implementation: _dispatcher_adds_nothing), with
+    a copy of a non-contiguous last dim done here (traceable), so the op itself only copies for
+    alignment."""
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):  # (the cheap common case first)
+        q, k, v = [t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v)]
+    args = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, int(max_seqlen_q), int(max_seqlen_k),
+            descales[0], descales[1], descales[2], float(softmax_scale), bool(causal), int(window_left),
+            int(window_right), float(softcap), bool(top_left), backend, out_dtype)
+    if _dispatcher_adds_nothing((q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, *args[8:11])):
+        return _fwd_impl(*args)
+    return torch.ops.flashcute.fwd(*args)
 
 
 def _fwd_into(q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None,
