@@ -21,5 +21,8 @@ python3 -m pip wheel . -v --no-deps --no-build-isolation -w build/wheel-tmp \
 rm -f .carry/*.whl && mv build/wheel-tmp/*.whl .carry/
 echo "built in $(( $(date +%s) - start )) s: $(ls -s --block-size=K .carry/*.whl)"
 # Keep the ptxas report (registers, spills) next to the wheel: it travels to the GPU machine.
-grep -E "ptxas info *: (Compiling|Function properties|Used)|spill" "build/carry-${tag}.log" > .carry/ptxas.txt || true
+# (An incremental build that compiled nothing keeps the previous report.)
+if grep -qE "ptxas info *: Used" "build/carry-${tag}.log"; then
+  grep -E "ptxas info *: (Compiling|Function properties|Used)|spill" "build/carry-${tag}.log" > .carry/ptxas.txt || true
+fi
 if grep -E "[1-9][0-9]* bytes spill" .carry/ptxas.txt; then echo "WARNING: spills (above)"; fi
