@@ -6,12 +6,13 @@ back-to-back kernel time from a CUDA graph of 20 calls (no host in the loop).
 import argparse
 import json
 import math
-import time
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
+
+from diag_host_split import host_us  # (benchmarks/ is the script's directory: on sys.path)
 
 
 def flops(b, s, h, d, causal):
@@ -42,17 +43,6 @@ def graph_ms(fn, n=20, reps=10):
         torch.cuda.synchronize()
         times.append(e0.elapsed_time(e1) / n)
     return sorted(times)[len(times) // 2]
-
-
-def host_us(fn, n=200):
-    fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / n * 1e6
 
 
 def main():

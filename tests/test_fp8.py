@@ -11,6 +11,7 @@ import flashcute
 from flashcute import _lib, fp8 as F
 from flashcute import _validation as V
 from flashcute.reference import attention_fp8_emulated, attention_ref, visible_mask
+from _compile_util import captured_graph_code
 
 E4M3 = torch.float8_e4m3fn
 HD = _lib.COMPILED_HEAD_DIMS[0] if _lib.COMPILED_HEAD_DIMS else 128
@@ -435,29 +436,14 @@ def test_fp8_mode_fake_shapes(dtype, fp8):
 
 def test_fp8_mode_traces_into_one_graph(monkeypatch):
     """torch.compile(fullgraph=True) of the FP8 mode: no graph break (it would raise), and the graph
-    holds the quantize op three times and the attention op once. Traced on CPU tensors with the
-    CUDA-device check switched off and a backend that only records the graph."""
+    holds the fused q/k/v quantize op once and the attention op once. Traced on CPU tensors with
+    the CUDA-device check switched off and a backend that only records the graph."""
     import flashcute._api as api
     monkeypatch.setattr(api.V, "check_cuda", lambda *a: None)
-    graphs = []
-
-    class Captured(Exception):
-        pass
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-
-        def run(*args):
-            raise Captured()
-        return run
 
     def f(q, k, v):
         return flashcute.flash_attn_func(q, k, v, causal=True, fp8=flashcute.FP8Config(seed=3))
 
-    torch._dynamo.reset()
     q, k = rnd(1, 16, 4, HD), rnd(1, 16, 2, HD, seed=1)
-    with pytest.raises(Captured):
-        torch.compile(f, fullgraph=True, backend=backend)(q, k, k)
-    code = graphs[0].code
+    code = captured_graph_code(f, q, k, k)
     assert code.count("flashcute.fp8_quantize_qkv") == 1 and code.count("flashcute.fwd") == 1
-    torch._dynamo.reset()
