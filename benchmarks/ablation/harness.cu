@@ -42,18 +42,21 @@ int run_fwd_sm90<2, HD, HDV>(const FwdParams& p) {
 #elif FAMILY == 90 && defined(TILE_N)
 // An sm90 tile configuration other than TileConfig<HD, HDV>'s: -DTILE_N=.. -DTILE_STAGES=..
 // -DTILE_ALIAS=0|1 (O staged in Q's buffer) -DTILE_STAGES_V=.. (V's ring depth; 0 = as K's)
-// -DTILE_SECTIONS=0|1 (the last two default to the table's).
+// -DTILE_SECTIONS=0|1 (the last two default to the table's), -DTILE_WG=3 (consumer warpgroups).
 #ifndef TILE_STAGES_V
 #define TILE_STAGES_V sm90::StagesV<sm90::TileConfig<HD, HDV>>::value
 #endif
 #ifndef TILE_SECTIONS  // causal tile order in L2 sections (tile_scheduler.cuh); default: the table's
 #define TILE_SECTIONS sm90::TileConfig<HD, HDV>::kSections
 #endif
+#ifndef TILE_WG  // consumer warpgroups (-DTILE_WG=3: 192-row tiles)
+#define TILE_WG 2
+#endif
 template <>
 int run_fwd_sm90<1, HD, HDV>(const FwdParams& p) {
   using Traits = sm90::FwdTraits<cutlass::bfloat16_t, HD, HDV, TILE_N, TILE_STAGES, bool(TILE_ALIAS),
                                  bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP),
-                                 cutlass::bfloat16_t, TILE_STAGES_V>;
+                                 cutlass::bfloat16_t, TILE_STAGES_V, TILE_WG>;
   return sm90::launch_fwd<Traits>(p, bool(TILE_SECTIONS) && bool(FLASHCUTE_SM90_L2_SECTIONS));
 }
 #else

@@ -30,10 +30,13 @@ struct Epilogue {
   using SharedStorage = typename Traits::SharedStorage;
   using TiledMmaPV = typename Traits::TiledMmaPV;
 
-  int wg, tid;  // consumer warpgroup (0/1), consumer thread (0..255)
+  int wg, tid;  // consumer warpgroup, consumer thread
 
   CUTE_DEVICE bool leader() const { return (tid & 127) == 0; }
-  CUTE_DEVICE int bar_id() const { return wg == 0 ? kBarEpiWG0 : kBarEpiWG1; }
+  CUTE_DEVICE int bar_id() const {
+    if constexpr (Traits::kNumMmaWG == 2) return wg == 0 ? kBarEpiWG0 : kBarEpiWG0 + 1;  // see sched_bar
+    else return kBarEpiWG0 + wg;
+  }
 
   CUTE_DEVICE Element* out_rows(FwdParams const& p, SeqInfo const& seq, int h) const {
     return static_cast<Element*>(p.out) + seq.q_offset(p.o_batch_stride, p.o_row_stride) +
@@ -99,7 +102,7 @@ struct Epilogue {
     if (!seq.varlen) {
       if (leader()) {
         Tensor mO = kp.tma_o.get_tma_tensor(kp.shape_o)(_, _, h, seq.b);
-        Tensor gO = local_tile(mO, Shape<_64, Int<kHeadDimV>>{}, make_coord(m_block * 2 + wg, _0{}));
+        Tensor gO = local_tile(mO, Shape<_64, Int<kHeadDimV>>{}, make_coord(m_block * Traits::kNumMmaWG + wg, _0{}));
         auto [tOg, tOs] = tma_partition(kp.tma_o, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sO_wg),
                                         group_modes<0, 2>(gO));
         copy(kp.tma_o, tOs, tOg);  // rows past seqlen_q are clipped by the tensor map

@@ -16,9 +16,10 @@ namespace flashcute {
 
 namespace sm90 {
 
-// Tiles per (hdim, hdim_v): kBlockM is always 128 (two consumer warpgroups of 64 rows).
-// Shared memory = Q (128 d) + stages * N * (d + dv) + O (128 dv), 2 bytes each, <= 227 KB:
-//   (64, 64)  : N 128, 2 stages,  96 KB
+// Tiles per (hdim, hdim_v): kBlockM = 64 rows per consumer warpgroup, 128 (two) except d=64's
+// 192 (three, kWG below).
+// Shared memory = Q (kBlockM d) + stages * N * (d + dv) + O (kBlockM dv), 2 bytes each, <= 227 KB:
+//   (64, 64)  : 192 x N 128, 2 stages, 112 KB (128 x 128 for short causal: 96 KB)
 //   (96, 96)  : N 128, 2 stages, 144 KB
 //   (128,128) : N 128, 2 stages, 192 KB (S and O are 64 fp32 regs each per thread)
 //   (192,128) : N 112, 2 stages, 220 KB
@@ -28,13 +29,26 @@ namespace sm90 {
 // d=64 causal +3-10 % and d=128 -10..-24 %; the d=128 loss was the rounds drifting across
 // sections of 128 tiles with 132 CTAs (load imbalance); with the grid cut to one section per
 // round (launch_fwd) d=128 causal gains 4-16 % over no sections (run 19).
+// kWG (default 2): consumer warpgroups. d=64 takes 3 (192-row tiles): with the softmax costing
+// about as much as the GEMMs, two warpgroups' GEMMs cover the third's softmax (run 32: +4 / +13
+// / +17 % non-causal 1k / 4k / 16k, causal +7 % at 4k-8k and +12 % at 16k with the section rule
+// of launch_fwd). Short causal/local query sequences keep 128-row tiles: TileConfigShortCausal.
 template <int D, int DV> struct TileConfig;
-template <> struct TileConfig<64, 64>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfig<64, 64>   { static constexpr int kN = 128, kStages = 2, kWG = 3; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfig<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfig<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfig<192, 128> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfig<192, 192> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = true, kSections = true; };
 template <> struct TileConfig<256, 256> { static constexpr int kN = 80,  kStages = 2; static constexpr bool kAlias = true, kSections = true; };
+
+// Causal/local calls with seqlen_q < kMaxSeqlenQ take this tile instead (kMaxSeqlenQ = 0: never).
+// d=64 causal at 1k: 192-row tiles waste a sixth of the last tile and ran 10 % slower than
+// 128-row ones (290 vs 262 TFLOP/s); from 2k the 192-row tiles win (run 32).
+template <int D, int DV> struct TileConfigShortCausal { static constexpr int kMaxSeqlenQ = 0; };
+template <> struct TileConfigShortCausal<64, 64> {
+  static constexpr int kN = 128, kStages = 2, kWG = 2, kMaxSeqlenQ = 1536;
+  static constexpr bool kAlias = false, kSections = true;
+};
 
 // FP8 (e4m3 in, 16-bit out). Shared memory = Q (128 d) + stages * N * (d + 2 dv) (K, V as it
 // lands, V^T) + O (128 dv, 2 bytes), 1 byte each otherwise:
@@ -151,13 +165,22 @@ int launch_fwd(const FwdParams& p, bool sections) {
   // tiles keep every SM (their plain order already keeps one head's K/V in L2).
   if (sections && kp.sched.longest_first) {
     const int nm = kp.sched.num_m_blocks;
-    kp.sched.heads_per_section = std::max(1, grid / nm);
+    const int heads_per_section = std::max(1, grid / nm);
+    kp.sched.heads_per_section = heads_per_section;
     // One round = one section exactly: then the snake pairs each CTA's heavy tile of one round
     // with its light tile of the next. With 132 CTAs and sections of 128 tiles (4 heads x 32
     // query blocks) the rounds drift across sections and the pairing breaks: simulated, the
     // busiest CTA gets 1.4-1.5x the mean work at d=128 causal 1k-16k (FA convention), against
     // 1.00x with the grid cut to 128 (4 SMs idle, 3 %).
-    if (FLASHCUTE_SM90_SECTION_GRID && nm <= grid) grid = std::min(grid, kp.sched.heads_per_section * nm);
+    // The cut pays only while it idles few SMs: 86 query blocks (d=64's 192-row tiles at 16k)
+    // would leave 46 of 132 idle. Then one section holds every head instead (plain
+    // longest-first on all SMs): run 32, d=64 causal 16k 366 (cut) / 428 (sections, no cut)
+    // / 495 TFLOP/s (no sections).
+    const int cut = heads_per_section * nm;
+    if (FLASHCUTE_SM90_SECTION_GRID && nm <= grid) {
+      if (cut * 10 >= grid * 9) grid = std::min(grid, cut);
+      else kp.sched.heads_per_section = std::max(1, p.heads_q * p.batch);
+    }
   }
 
   auto kernel = fwd_kernel<Traits, KP>;
@@ -183,12 +206,15 @@ template <class Cfg, class = void> struct StagesV { static constexpr int value =
 template <class Cfg> struct StagesV<Cfg, std::void_t<decltype(Cfg::kStagesV)>> {
   static constexpr int value = Cfg::kStagesV;
 };
+// Consumer warpgroups: Cfg::kWG where it sets one, else 2.
+template <class Cfg, class = void> struct NumMmaWG { static constexpr int value = 2; };
+template <class Cfg> struct NumMmaWG<Cfg, std::void_t<decltype(Cfg::kWG)>> { static constexpr int value = Cfg::kWG; };
 
 template <class Element, class ElementO, class Cfg, int HDIM, int HDIM_V>
 int run_fwd_typed(const FwdParams& p) {
   using Traits = FwdTraits<Element, HDIM, HDIM_V, Cfg::kN, Cfg::kStages, Cfg::kAlias,
                            bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP), ElementO,
-                           StagesV<Cfg>::value>;
+                           StagesV<Cfg>::value, NumMmaWG<Cfg>::value>;
   return launch_fwd<Traits>(p, Cfg::kSections && FLASHCUTE_SM90_L2_SECTIONS);
 }
 // e4m3 in; out in p.out_dtype (0 fp16, else bf16).
@@ -212,6 +238,11 @@ int run_fwd_sm90(const FwdParams& p) {
     return sm90::run_fwd_e4m3<sm90::TileConfigFp8<HDIM, HDIM_V>, HDIM, HDIM_V>(p);
   } else {
     using Element = std::conditional_t<DTYPE == 0, cutlass::half_t, cutlass::bfloat16_t>;
+    using Short = sm90::TileConfigShortCausal<HDIM, HDIM_V>;
+    if constexpr (Short::kMaxSeqlenQ > 0) {
+      if (p.window_right >= 0 && p.seqlen_q < Short::kMaxSeqlenQ)  // causal or local (longest first)
+        return sm90::run_fwd_typed<Element, Element, Short, HDIM, HDIM_V>(p);
+    }
     return sm90::run_fwd_typed<Element, Element, sm90::TileConfig<HDIM, HDIM_V>, HDIM, HDIM_V>(p);
   }
 }

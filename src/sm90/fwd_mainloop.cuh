@@ -15,7 +15,7 @@
 // thread, and mbarrier arrivals count threads exactly.
 //
 // Ping-pong (kPingPong): consumer warpgroups take turns issuing their GEMMs, ordered by named
-// barriers kBarSchedWG0/1: a WG waits for its turn, issues, then hands the turn to the other. So
+// barriers kBarSchedWG0 + w: a WG waits for its turn, issues, then hands the turn on. So
 // one WG's softmax runs while the other's GEMMs keep the tensor cores busy.
 // Intra-WG overlap (kIntraWGOverlap): S(n-1) = Q K(n-1)^T is issued together with O += P(n) V(n)
 // so the softmax of block n-1 overlaps the P V wgmma of block n.
@@ -251,18 +251,29 @@ struct Mainloop {
     PipelineStateK state_k;
     PipelineStateV state_v;
     uint32_t q_phase = 0;
-    int wg;   // 0 or 1: which 64 rows of the tile
-    int tid;  // 0 .. 255 among the consumer threads
+    int wg;   // which 64 rows of the tile (0 .. kNumMmaWG - 1)
+    int tid;  // index among the consumer threads
 
+    // The turn passes round the consumer warpgroups: 0, 1, (2,) 0, ...
+    static constexpr int kWGs = Traits::kNumMmaWG;
+    // (Two warpgroups: the ids as selects, the form the d=256 kernel fits its registers with;
+    // computed ids cost it a 4-byte spill.)
+    CUTE_DEVICE int sched_bar(int w) const {
+      if constexpr (kWGs == 2) return w == 0 ? kBarSchedWG0 : kBarSchedWG0 + 1;
+      else return kBarSchedWG0 + w;
+    }
     CUTE_DEVICE void sched_wait() const {
-      if constexpr (Traits::kPingPong) named_bar_sync(wg == 0 ? kBarSchedWG0 : kBarSchedWG1, 256);
+      if constexpr (Traits::kPingPong) named_bar_sync(sched_bar(wg), 256);
     }
     CUTE_DEVICE void sched_signal() const {
-      if constexpr (Traits::kPingPong) named_bar_arrive(wg == 0 ? kBarSchedWG1 : kBarSchedWG0, 256);
+      if constexpr (Traits::kPingPong) {
+        if constexpr (kWGs == 2) named_bar_arrive(wg == 0 ? kBarSchedWG0 + 1 : kBarSchedWG0, 256);
+        else named_bar_arrive(kBarSchedWG0 + (wg + 1 == kWGs ? 0 : wg + 1), 256);
+      }
     }
-    // WG 0 goes first: WG 1 grants it the first turn once; WG 0 takes back the last grant.
+    // WG 0 goes first: the last WG grants it the first turn once; WG 0 takes back the last grant.
     CUTE_DEVICE void sched_start() const {
-      if constexpr (Traits::kPingPong) if (wg == 1) named_bar_arrive(kBarSchedWG0, 256);
+      if constexpr (Traits::kPingPong) if (wg == kWGs - 1) named_bar_arrive(kBarSchedWG0, 256);
     }
     CUTE_DEVICE void sched_finish() const {
       if constexpr (Traits::kPingPong) if (wg == 0) named_bar_sync(kBarSchedWG0, 256);

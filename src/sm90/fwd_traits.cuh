@@ -35,7 +35,7 @@ using namespace cute;
 
 template <class Element_, int kHeadDim_, int kHeadDimV_, int kBlockN_, int kStages_,
           bool kOAliasQ_, bool kPingPong_ = true, bool kIntraWGOverlap_ = true,
-          class ElementO_ = Element_, int kStagesV_ = 0>
+          class ElementO_ = Element_, int kStagesV_ = 0, int kNumMmaWG_ = 2>
 struct FwdTraits {
   using Element = Element_;    // q, k, v
   using ElementO = ElementO_;  // out (bf16/fp16; differs from Element only for FP8)
@@ -43,7 +43,12 @@ struct FwdTraits {
   static_assert(sizeof(ElementO) == 2, "the output is 16-bit");
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kHeadDimV = kHeadDimV_;
-  static constexpr int kBlockM = 128;       // 2 consumer warpgroups x 64 rows (one wgmma M)
+  // Consumer warpgroups, 64 query rows each (one wgmma M). 3 (kBlockM = 192, FA3's choice at
+  // d=64) lets two warpgroups' GEMMs cover one's softmax where the softmax costs as much as
+  // the GEMMs; 16-bit inputs only.
+  static constexpr int kNumMmaWG = kNumMmaWG_;
+  static_assert(kNumMmaWG == 2 || (kNumMmaWG == 3 && sizeof(Element_) == 2), "2 consumer warpgroups, or 3 (16-bit)");
+  static constexpr int kBlockM = 64 * kNumMmaWG;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;  // K ring depth; 2 hides TMA latency because K
                                             // runs one block ahead of V
@@ -56,11 +61,11 @@ struct FwdTraits {
   static constexpr bool kPingPong = kPingPong_;            // ablation switch
   static constexpr bool kIntraWGOverlap = kIntraWGOverlap_;  // ablation switch
 
-  static constexpr int kNumMmaWG = 2;
   static constexpr int kNumMmaThreads = kNumMmaWG * 128;
   static constexpr int kNumThreads = kNumMmaThreads + 128;
   static constexpr int kProducerRegs = kFp8 ? 56 : 24;
-  static constexpr int kConsumerRegs = kFp8 ? 224 : 240;
+  // 3 consumer warpgroups: (65,536 - 24 * 128) / 384 = 162 -> 160.
+  static constexpr int kConsumerRegs = kFp8 ? 224 : (kNumMmaWG == 3 ? 160 : 240);
 
   // WGMMA k-step: 16 elements (32 bytes) for 16-bit types, 32 for e4m3.
   static constexpr int kMmaK = kFp8 ? 32 : 16;
@@ -161,10 +166,8 @@ struct FwdTraits {
 
 // Named barrier ids (0 is __syncthreads). bar.sync/bar.arrive count threads, in whole warps.
 enum NamedBarrierId : int {
-  kBarSchedWG0 = 1,  // "consumer WG 0 may issue its GEMMs" (ping-pong)
-  kBarSchedWG1 = 2,  // "consumer WG 1 may issue its GEMMs"
-  kBarEpiWG0 = 4,    // per-warpgroup epilogue barriers (O smem written / free)
-  kBarEpiWG1 = 5,
+  kBarSchedWG0 = 1,  // kBarSchedWG0 + w: "consumer WG w may issue its GEMMs" (ping-pong; w < 3)
+  kBarEpiWG0 = 4,    // kBarEpiWG0 + w: WG w's epilogue barrier (O smem written / free)
 };
 
 CUTE_DEVICE void named_bar_sync(int id, int num_threads) {
