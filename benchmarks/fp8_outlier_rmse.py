@@ -17,7 +17,11 @@ Schemes:
 each with P = exp(s - max) in [0, 1] (p_offset 0) and with P shifted by 2^8 (p_offset 8, the row
 sum too, so it cancels: keeps small probabilities out of e4m3's subnormal range).
 
-    python benchmarks/fp8_outlier_rmse.py --heads 4 --seqlen 4096 --hdim 128 [--json out.json]
+--attribution adds where the FP8 mode's error comes from: float64 attention with only one part
+rounded to e4m3 the way the mode rounds it (q and k per head, with and without the rotation; v
+per head; P shifted by 2^8, its row sum unrounded), everything else exact.
+
+    python benchmarks/fp8_outlier_rmse.py --heads 4 --seqlen 4096 --hdim 128 [--attribution] [--json out.json]
 """
 from __future__ import annotations
 
@@ -64,6 +68,22 @@ def per_block(x, block):
     return (q * (amax / E4M3_MAX)).view(b, s + pad, h, d)[:, :s]
 
 
+def dequantized(x8, descale):
+    """float64 values of per-(batch, head) e4m3 x8 (heads_k == heads)."""
+    return x8.double() * descale.double()[:, None, :, None]
+
+
+def attention_p_rounded(q, k, v, p_offset_log2=8.0):
+    """float64 attention (non-causal) with only P rounded to e4m3, after the kernel's shift by
+    2^p_offset_log2 (the row sum from the unrounded P)."""
+    qt, kt, vt = (x.double().transpose(1, 2) for x in (q, k, v))
+    s = qt @ kt.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    p = torch.exp(s - s.amax(-1, keepdim=True)) * 2.0 ** p_offset_log2
+    rowsum = p.sum(-1, keepdim=True)
+    p8 = p.float().to(torch.float8_e4m3fn).double()
+    return ((p8 @ vt) / rowsum).transpose(1, 2)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--batch", type=int, default=1)
@@ -74,6 +94,7 @@ def main(argv=None):
     p.add_argument("--causal", action="store_true")
     p.add_argument("--offsets", default="0,8", help="p_offset_log2 values to try")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--attribution", action="store_true", help="one part rounded at a time (non-causal)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
 
@@ -110,6 +131,17 @@ def main(argv=None):
     qr = F.hadamard(q.float(), seed=a.seed)
     kr = F.hadamard(k.float(), seed=a.seed)
     emulate("block128+rot", per_block(qr, 128), per_block(kr, 128), per_block(v, 128))
+    if a.attribution and not a.causal:
+        parts = {
+            "q, k (rotated)": attention_ref(dequantized(q8, qd), dequantized(k8, kd), v)[0],
+            "q, k (plain)": attention_ref(*(dequantized(*F.quantize(x)) for x in (q, k)), v)[0],
+            "v": attention_ref(q, k, dequantized(v8h, vdh))[0],
+            "P (p_offset=8)": attention_p_rounded(q, k, v),
+        }
+        for name, out in parts.items():
+            e = rmse(out, ref)
+            results["schemes"][f"only {name} rounded"] = e
+            print(f"only {name} rounded: RMSE {e:.3e}", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
