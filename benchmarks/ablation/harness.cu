@@ -21,6 +21,7 @@ int run_fwd_sm80<1, HD, HDV>(const FwdParams& p) {
 }
 #elif FAMILY == 90 && defined(ABL_FP8)
 // The FP8 kernel (e4m3 in, bf16 out), with TileConfigFp8's tile or -DTILE_N=.. -DTILE_STAGES=..
+// (-DTILE_PINGPONG=0|1 overrides the table's ping-pong choice)
 #ifndef TILE_N
 #define TILE_N sm90::TileConfigFp8<HD, HDV>::kN
 #define TILE_STAGES sm90::TileConfigFp8<HD, HDV>::kStages
@@ -31,9 +32,12 @@ int run_fwd_sm80<1, HD, HDV>(const FwdParams& p) {
 #ifndef TILE_SECTIONS
 #define TILE_SECTIONS sm90::TileConfigFp8<HD, HDV>::kSections
 #endif
+#ifndef TILE_PINGPONG  // ping-pong between the consumer warpgroups; default: the table's
+#define TILE_PINGPONG sm90::PingPong<sm90::TileConfigFp8<HD, HDV>>::value
+#endif
 struct AblFp8Cfg {
   static constexpr int kN = TILE_N, kStages = TILE_STAGES, kStagesV = TILE_STAGES_V;
-  static constexpr bool kAlias = false, kSections = TILE_SECTIONS;
+  static constexpr bool kAlias = false, kSections = TILE_SECTIONS, kPingPong = TILE_PINGPONG;
 };
 template <>
 int run_fwd_sm90<2, HD, HDV>(const FwdParams& p) {

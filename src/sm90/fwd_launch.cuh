@@ -57,10 +57,15 @@ template <> struct TileConfigShortCausal<64, 64> {
 //   (192,192) : N 96,  2 stages, 184 KB
 //   (256,256) : N 64,  2 stages (V: 3), 224 KB (the third V stage: +1-3 %, run 19)
 // Wider key blocks (FA3 uses N 160-224) pay only for long key sequences: TileConfigFp8Long.
+// kPingPong = false (d=128): the consumer warpgroups issue their GEMMs without taking turns.
+// e4m3 GEMMs take half the time of bf16 ones, so a warpgroup's softmax (exp2 on MUFU) outlasts
+// the other's GEMMs and the turn order only adds waits: without it +4-7 % at 4k-16k with the
+// N=192 tile, +1-2 % at 1k-2k with N=128 (run 39); d=256 (GEMMs twice as long) loses 1-2.5 %
+// without it and keeps it.
 template <int D, int DV> struct TileConfigFp8;
 template <> struct TileConfigFp8<64, 64>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfigFp8<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
-template <> struct TileConfigFp8<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfigFp8<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true, kPingPong = false; };
 template <> struct TileConfigFp8<192, 128> { static constexpr int kN = 96,  kStages = 2; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfigFp8<192, 192> { static constexpr int kN = 96,  kStages = 2; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfigFp8<256, 256> { static constexpr int kN = 64,  kStages = 2, kStagesV = 3; static constexpr bool kAlias = false, kSections = true; };
@@ -70,7 +75,10 @@ template <> struct TileConfigFp8<256, 256> { static constexpr int kN = 64,  kSta
 // e4m3 d=128 with N=192: +3 % non-causal 16k, +3.5 / +5-7 % causal 4k / 16k, -5..-10 % at 1k).
 // 128 x 192 at d=128: 192 KB of shared memory, no spills. kMinSeqlenK = 0: one tile only.
 template <int D, int DV> struct TileConfigFp8Long { static constexpr int kMinSeqlenK = 0; };
-template <> struct TileConfigFp8Long<128, 128> { static constexpr int kN = 192, kStages = 2, kMinSeqlenK = 4096; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfigFp8Long<128, 128> {
+  static constexpr int kN = 192, kStages = 2, kMinSeqlenK = 4096;
+  static constexpr bool kAlias = false, kSections = true, kPingPong = false;
+};
 
 #ifndef FLASHCUTE_SM90_L2_SECTIONS
 #define FLASHCUTE_SM90_L2_SECTIONS 1  // A/B switch: 0 = plain longest-first order for every head dim
@@ -206,6 +214,11 @@ template <class Cfg, class = void> struct StagesV { static constexpr int value =
 template <class Cfg> struct StagesV<Cfg, std::void_t<decltype(Cfg::kStagesV)>> {
   static constexpr int value = Cfg::kStagesV;
 };
+// Ping-pong between the consumer warpgroups: Cfg::kPingPong where it sets one, else on.
+template <class Cfg, class = void> struct PingPong { static constexpr bool value = true; };
+template <class Cfg> struct PingPong<Cfg, std::void_t<decltype(Cfg::kPingPong)>> {
+  static constexpr bool value = Cfg::kPingPong;
+};
 // Consumer warpgroups: Cfg::kWG where it sets one, else 2.
 template <class Cfg, class = void> struct NumMmaWG { static constexpr int value = 2; };
 template <class Cfg> struct NumMmaWG<Cfg, std::void_t<decltype(Cfg::kWG)>> { static constexpr int value = Cfg::kWG; };
@@ -213,7 +226,8 @@ template <class Cfg> struct NumMmaWG<Cfg, std::void_t<decltype(Cfg::kWG)>> { sta
 template <class Element, class ElementO, class Cfg, int HDIM, int HDIM_V>
 int run_fwd_typed(const FwdParams& p) {
   using Traits = FwdTraits<Element, HDIM, HDIM_V, Cfg::kN, Cfg::kStages, Cfg::kAlias,
-                           bool(FLASHCUTE_SM90_PINGPONG), bool(FLASHCUTE_SM90_INTRAWG_OVERLAP), ElementO,
+                           bool(FLASHCUTE_SM90_PINGPONG) && PingPong<Cfg>::value,
+                           bool(FLASHCUTE_SM90_INTRAWG_OVERLAP), ElementO,
                            StagesV<Cfg>::value, NumMmaWG<Cfg>::value>;
   return launch_fwd<Traits>(p, Cfg::kSections && FLASHCUTE_SM90_L2_SECTIONS);
 }
