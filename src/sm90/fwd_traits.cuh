@@ -58,7 +58,7 @@ struct FwdTraits {
   // O is staged through smem for the TMA store. When Q + K + V + O would not fit in the 227 KB
   // a CTA may hold (hdim 192/256), O reuses Q's buffer; Q is then released only after the store.
   static constexpr bool kOAliasQ = kOAliasQ_;
-  static constexpr bool kPingPong = kPingPong_;            // ablation switch
+  static constexpr bool kPingPong = kPingPong_;  // off for e4m3 d=128 (fwd_launch.cuh); ablation switch
   static constexpr bool kIntraWGOverlap = kIntraWGOverlap_;  // ablation switch
 
   static constexpr int kNumMmaThreads = kNumMmaWG * 128;
