@@ -17,6 +17,14 @@ Schemes:
 each with P = exp(s - max) in [0, 1] (p_offset 0) and with P shifted by 2^8 (p_offset 8, the row
 sum too, so it cancels: keeps small probabilities out of e4m3's subnormal range).
 
+--scale-rules adds the rotated per-head scheme with other choices of the per-head scale (q and
+k; v as the mode quantizes it), p_offset 8:
+  amax        448 / max|y| over the (batch, head), y the rotated values (what the mode does)
+  norm-bound  448 / (sqrt(d) * max_row ||x_row||_2): a bound on max|y| from the unrotated rows
+              (|y_i| <= sqrt(d) ||x||_2 for the +-1 rotation), so a quantizer's amax pass would
+              not need to rotate; several times more range than needed, and e4m3 is floating point
+  pow2        amax's scale rounded down to a power of two (rounding then ignores the scale)
+
 --attribution adds where the FP8 mode's error comes from: float64 attention with only one part
 rounded to e4m3 the way the mode rounds it (q and k per head, with and without the rotation; v
 per head; P shifted by 2^8, its row sum unrounded), everything else exact.
@@ -68,6 +76,22 @@ def per_block(x, block):
     return (q * (amax / E4M3_MAX)).view(b, s + pad, h, d)[:, :s]
 
 
+def quantize_rotated(x, rule, seed):
+    """Per-(batch, head) e4m3 of the rotated x with the scale rule of --scale-rules (heads_k ==
+    heads); returns (x8, descale) in flashcute.fp8.quantize's convention."""
+    import flashcute.fp8 as F
+    d = x.shape[-1]
+    y = F._rotated_fp32(x, True, seed)  # x @ (diag(signs) H), H unnormalised (+-1)
+    if rule == "norm-bound":
+        amax = x.float().norm(dim=3).amax(dim=1) * math.sqrt(d)
+    else:
+        amax = y.abs().amax(dim=(1, 3))
+        if rule == "pow2":
+            amax = torch.exp2(torch.ceil(torch.log2(amax / F.E4M3_MAX))) * F.E4M3_MAX
+    x8 = F._cast_e4m3(y * (F.E4M3_MAX / amax)[:, None, :, None])
+    return x8, amax * (1.0 / math.sqrt(d) / F.E4M3_MAX)
+
+
 def dequantized(x8, descale):
     """float64 values of per-(batch, head) e4m3 x8 (heads_k == heads)."""
     return x8.double() * descale.double()[:, None, :, None]
@@ -95,6 +119,7 @@ def main(argv=None):
     p.add_argument("--offsets", default="0,8", help="p_offset_log2 values to try")
     p.add_argument("--device", default="cpu")
     p.add_argument("--attribution", action="store_true", help="one part rounded at a time (non-causal)")
+    p.add_argument("--scale-rules", default=None, help="e.g. amax,norm-bound,pow2 (see above)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
 
@@ -131,6 +156,13 @@ def main(argv=None):
     qr = F.hadamard(q.float(), seed=a.seed)
     kr = F.hadamard(k.float(), seed=a.seed)
     emulate("block128+rot", per_block(qr, 128), per_block(kr, 128), per_block(v, 128))
+    for rule in a.scale_rules.split(",") if a.scale_rules else []:
+        t = time.time()
+        (q8r, qdr), (k8r, kdr) = (quantize_rotated(x, rule, a.seed) for x in (q, k))
+        out, _ = attention_fp8_emulated(q8r, k8r, v8h, qdr, kdr, vdh, causal=a.causal, p_offset_log2=8.0)
+        e = rmse(out, ref)
+        results["schemes"][f"per-head+rot scale={rule} p_offset=8"] = e
+        print(f"per-head+rot, scale {rule:<10}: RMSE {e:.3e}   ({time.time() - t:.1f}s)", flush=True)
     if a.attribution and not a.causal:
         parts = {
             "q, k (rotated)": attention_ref(dequantized(q8, qd), dequantized(k8, kd), v)[0],
