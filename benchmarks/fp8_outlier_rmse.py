@@ -88,8 +88,8 @@ def quantize_rotated(x, rule, seed):
         amax = y.abs().amax(dim=(1, 3))
         if rule == "pow2":
             amax = torch.exp2(torch.ceil(torch.log2(amax / F.E4M3_MAX))) * F.E4M3_MAX
-    x8 = F._cast_e4m3(y * (F.E4M3_MAX / amax)[:, None, :, None])
-    return x8, amax * (1.0 / math.sqrt(d) / F.E4M3_MAX)
+    descale, scale = F._descale_and_scale(amax, 1.0 / math.sqrt(d))  # the mode's arithmetic
+    return F._cast_e4m3(y * scale[:, None, :, None]), descale
 
 
 def dequantized(x8, descale):
