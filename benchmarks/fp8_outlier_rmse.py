@@ -23,6 +23,8 @@ k; v as the mode quantizes it), p_offset 8:
   norm-bound  448 / (sqrt(d) * max_row ||x_row||_2): a bound on max|y| from the unrotated rows
               (|y_i| <= sqrt(d) ||x||_2 for the +-1 rotation), so a quantizer's amax pass would
               not need to rotate; several times more range than needed, and e4m3 is floating point
+  l1-bound    448 / max_row ||x_row||_1: the tight bound (|y_i| <= ||x||_1, reached when the
+              signs line up), <= the norm bound; also needs no rotation
   pow2        amax's scale rounded down to a power of two (rounding then ignores the scale)
 
 --attribution adds where the FP8 mode's error comes from: float64 attention with only one part
@@ -84,6 +86,8 @@ def quantize_rotated(x, rule, seed):
     y = F._rotated_fp32(x, True, seed)  # x @ (diag(signs) H), H unnormalised (+-1)
     if rule == "norm-bound":
         amax = x.float().norm(dim=3).amax(dim=1) * math.sqrt(d)
+    elif rule == "l1-bound":
+        amax = x.float().abs().sum(dim=3).amax(dim=1)
     else:
         amax = y.abs().amax(dim=(1, 3))
         if rule == "pow2":

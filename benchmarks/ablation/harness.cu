@@ -35,9 +35,20 @@ int run_fwd_sm80<1, HD, HDV>(const FwdParams& p) {
 #ifndef TILE_PINGPONG  // ping-pong between the consumer warpgroups; default: the table's
 #define TILE_PINGPONG sm90::PingPong<sm90::TileConfigFp8<HD, HDV>>::value
 #endif
+#ifndef TILE_ALIAS  // where O is staged (sm90::OStaging: 0 own buffer, 2 V's landing buffer)
+#define TILE_ALIAS sm90::TileConfigFp8<HD, HDV>::kAlias
+#endif
+#ifndef TILE_PREGS  // producer registers (24 or 40); default: the table's
+#define TILE_PREGS sm90::ProducerRegs<sm90::TileConfigFp8<HD, HDV>>::value
+#endif
+#ifndef TILE_QDESC  // Q descriptors re-derived per GEMM (0|1); default: the table's
+#define TILE_QDESC sm90::RederiveQDesc<sm90::TileConfigFp8<HD, HDV>>::value
+#endif
 struct AblFp8Cfg {
-  static constexpr int kN = TILE_N, kStages = TILE_STAGES, kStagesV = TILE_STAGES_V;
-  static constexpr bool kAlias = false, kSections = TILE_SECTIONS, kPingPong = TILE_PINGPONG;
+  static constexpr int kN = TILE_N, kStages = TILE_STAGES, kStagesV = TILE_STAGES_V, kProducerRegs = TILE_PREGS;
+  static constexpr bool kRederiveQDesc = TILE_QDESC;
+  static constexpr int kAlias = TILE_ALIAS;
+  static constexpr bool kSections = TILE_SECTIONS, kPingPong = TILE_PINGPONG;
 };
 template <>
 int run_fwd_sm90<2, HD, HDV>(const FwdParams& p) {

@@ -6,7 +6,8 @@
 // Protocol per warpgroup and tile: the WG's leader waits until its previous TMA store has read
 // O's smem (cp.async.bulk.wait_group.read 0); barrier kBarEpiWG; all write O (stmatrix); fence
 // the generic->async proxy; barrier kBarEpiWG; the leader issues the TMA store and commits.
-// When O aliases Q's buffer, the WG arrives on q_empty only after that store has read it.
+// When O aliases Q's buffer, the WG arrives on q_empty only after that store has read it (on
+// o_free when O is staged in FP8's V landing buffer).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -87,6 +88,10 @@ struct Epilogue {
     }
 
     Tensor rO = convert_fragment<Element>(tOrO);
+    // The fp32 O is dead from here until the next tile's first P V, but that wgmma lists it as
+    // an input (its zero-init is a runtime flag), so ptxas would keep all of it live through the
+    // store next to rO: at d=256 with 128-key FP8 tiles that spilled. Zeros end its live range.
+    clear(tOrO);
     Tensor sO = make_tensor(make_smem_ptr(ss.o_ptr()), typename Traits::SmemLayoutO{});
     Tensor sO_wg = make_tensor(make_smem_ptr(ss.o_ptr() + wg * 64 * kHeadDimV),
                                typename Traits::SmemLayoutOWG{});
@@ -119,10 +124,10 @@ struct Epilogue {
         }
       }
     }
-    if constexpr (Traits::kOAliasQ) {
+    if constexpr (Traits::kOAliasQ || Traits::kOAliasV) {
       if (leader()) tma_store_wait<0>();
       __syncwarp();
-      cutlass::arch::ClusterBarrier::arrive(&ss.bar.q_empty);
+      cutlass::arch::ClusterBarrier::arrive(Traits::kOAliasQ ? &ss.bar.q_empty : &ss.bar.o_free);
     }
   }
 

@@ -1,7 +1,6 @@
 // The sm90 forward kernel: a persistent, warp-specialised CTA that wires the roles together.
 //   warpgroup 0: producer. Drops to 24 registers; thread 0 walks the tiles and issues TMA loads.
-//   FP8: the whole warpgroup walks the tiles (48 registers) and transposes V behind thread 0's
-//   loads.
+//   FP8: warps 2-3 walk the tiles too and transpose each V block behind thread 0's loads.
 //   warpgroups 1, 2: consumers. Raise to 240 registers; per tile run the mainloop (GEMMs +
 //   softmax) and the epilogue for their 64 rows.
 #pragma once
@@ -12,6 +11,7 @@
 #include "common/mask.cuh"
 #include "common/params.h"
 #include "common/seqlen.cuh"
+#include "common/utils.cuh"
 #include "sm90/fwd_epilogue.cuh"
 #include "sm90/fwd_mainloop.cuh"
 #include "sm90/fwd_traits.cuh"
@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     cute::prefetch_tma_descriptor(kp.tma_o.get_tma_descriptor());
     cutlass::arch::ClusterTransactionBarrier::init(&ss.bar.q_full, 1);
     cutlass::arch::ClusterBarrier::init(&ss.bar.q_empty, Traits::kNumMmaThreads);
+    cutlass::arch::ClusterBarrier::init(&ss.bar.o_free, Traits::kNumMmaThreads);
   }
   using PipelineVt = typename Traits::PipelineVt;
   typename PipelineK::Params pk_params;
@@ -65,18 +66,18 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
   pk_params.transaction_bytes = Traits::kKStageBytes;
   pv_params.transaction_bytes = Traits::kVStageBytes;
   if constexpr (Traits::kFp8) {
-    // V's TMA ring is read by the producer warpgroup itself (the transpose); V^T goes to the
-    // consumers through pipe_vt, every producer thread arriving once it has written its part.
+    // V's TMA ring is read by producer warps 2-3 (the transpose); V^T goes to the consumers
+    // through pipe_vt, every transposing thread arriving once it has written its part.
     pv_params.role = warpgroup == 0 ? PipelineV::ThreadCategory::ProducerConsumer
                                     : PipelineV::ThreadCategory::NonParticipant;
-    pv_params.num_consumers = 128;
+    pv_params.num_consumers = Traits::kTransposeThreads;
   } else {
     pv_params.role = warpgroup == 0 ? PipelineV::ThreadCategory::Producer : PipelineV::ThreadCategory::Consumer;
     pv_params.num_consumers = Traits::kNumMmaThreads;
   }
   typename PipelineVt::Params pvt_params;
   pvt_params.role = warpgroup == 0 ? PipelineVt::ThreadCategory::Producer : PipelineVt::ThreadCategory::Consumer;
-  pvt_params.producer_arv_count = 128;
+  pvt_params.producer_arv_count = Traits::kTransposeThreads;
   pvt_params.consumer_arv_count = Traits::kNumMmaThreads;
   PipelineK pipe_k(ss.bar.pipe_k, pk_params, Shape<_1, _1, _1>{});
   PipelineV pipe_v(ss.bar.pipe_v, pv_params, Shape<_1, _1, _1>{});
@@ -88,19 +89,36 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
 
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
-    if constexpr (!Traits::kFp8) {
-      if (threadIdx.x != 0) return;  // one thread issues every TMA load
-    }
-    typename ML::Producer producer;
-    for (int t = sched.first(); t < sched.total_tiles; t = sched.next(t)) {
-      const TileCoord tc = sched.tile(t);
-      const SeqInfo seq(p, tc.b);
-      const WindowMask mask(p, seq);
-      const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
-      if (!r.active || r.n_min >= r.n_max) continue;
-      // 16-bit: only thread 0 is here, so its index is the constant 0 (one register less in a
-      // 24-register role: the runtime index made ptxas spill one value at d=256).
-      producer.load(kp, ss, pipe_k, pipe_v, pipe_vt, tc, seq, r, Traits::kFp8 ? int(threadIdx.x) : 0);
+    // Both roles walk the same tiles, skipping those without keys to load.
+    // body(tile, seq, range, first): first is the first tile the loop hands to body.
+    auto for_each_loaded_tile = [&](auto&& body) {
+      bool first = true;
+      for (int t = sched.first(); t < sched.total_tiles; t = sched.next(t)) {
+        const TileCoord tc = sched.tile(t);
+        const SeqInfo seq(p, tc.b);
+        const WindowMask mask(p, seq);
+        const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
+        if (r.active && r.n_min < r.n_max) {
+          body(tc, seq, r, first);
+          first = false;
+        }
+      }
+    };
+    if (threadIdx.x == 0) {  // one thread issues every TMA load
+      typename ML::Producer producer;
+      for_each_loaded_tile([&](TileCoord const& tc, SeqInfo const& seq, TileRange const& r, bool first) {
+        producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r, first);
+      });
+    } else if constexpr (Traits::kFp8) {
+      if (warp_idx < Traits::kFirstTransposeWarp) return;
+      // The count first, then one flat loop: during the transposes only the ring state and the
+      // count are live (tile loop state next to them spilled in this 24-register role).
+      int blocks = 0;
+      for_each_loaded_tile([&](TileCoord const&, SeqInfo const&, TileRange const& r, bool) {
+        blocks += r.n_max - r.n_min;
+      });
+      typename ML::Transposer transposer;
+      transposer.transpose(ss, pipe_v, pipe_vt, blocks);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
@@ -129,7 +147,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       } else {
         consumer.mma(p, ss, pipe_k, pipe_v, mask, r, tc.m_block, ds.qk, tOrO, softmax);
       }
-      epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v);
+      // The epilogue's (batch, head, query block) are recomputed from t (opaque: not merged with
+      // tc) instead of living through the key loop: at d=256 with 128-key FP8 tiles ptxas spilled
+      // two of them.
+      const TileCoord tce = sched.tile(opaque(t));
+      SeqInfo seqe = seq;
+      seqe.b = tce.b;
+      epilogue.store(kp, ss, seqe, tce.h, tce.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v);
     }
     consumer.sched_finish();
     epilogue.finish();

@@ -55,7 +55,13 @@ template <> struct TileConfigShortCausal<64, 64> {
 //   (64, 64)  : N 128, 2 stages,  72 KB
 //   (128,128) : N 128, 2 stages, 144 KB
 //   (192,192) : N 96,  2 stages, 184 KB
-//   (256,256) : N 64,  2 stages (V: 3), 224 KB (the third V stage: +1-3 %, run 19)
+//   (256,256) : N 128, 2 stages, O in V's landing buffer (kAlias = kOInVLanding): 224 KB.
+//               +2-6 % over N 64 with 3 V stages (run 44); its consumers need all 240
+//               registers and Q's descriptors re-derived per GEMM (kRederiveQDesc) not to spill.
+// kProducerRegs = 40 (consumers 232): the transposing warps keep 2 V blocks in flight; pays for
+// d=128's N=192 tile (+3-5 %, run 44) and d=192 (+1-3 %, run 45), while d=128's N=128 ran 5 %
+// slower with its consumers at 232 (run 43) and d=64/96 measured no better (run 45).
+// (192,128) keeps 24 (not measured).
 // Wider key blocks (FA3 uses N 160-224) pay only for long key sequences: TileConfigFp8Long.
 // kPingPong = false (d=128): the consumer warpgroups issue their GEMMs without taking turns.
 // e4m3 GEMMs take half the time of bf16 ones, so a warpgroup's softmax (exp2 on MUFU) outlasts
@@ -67,8 +73,11 @@ template <> struct TileConfigFp8<64, 64>   { static constexpr int kN = 128, kSta
 template <> struct TileConfigFp8<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfigFp8<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true, kPingPong = false; };
 template <> struct TileConfigFp8<192, 128> { static constexpr int kN = 96,  kStages = 2; static constexpr bool kAlias = false, kSections = true; };
-template <> struct TileConfigFp8<192, 192> { static constexpr int kN = 96,  kStages = 2; static constexpr bool kAlias = false, kSections = true; };
-template <> struct TileConfigFp8<256, 256> { static constexpr int kN = 64,  kStages = 2, kStagesV = 3; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfigFp8<192, 192> { static constexpr int kN = 96,  kStages = 2, kProducerRegs = 40; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfigFp8<256, 256> {
+  static constexpr int kN = 128, kStages = 2, kAlias = kOInVLanding;
+  static constexpr bool kSections = true, kRederiveQDesc = true;
+};
 
 // FP8 head dims with a second, wider key block for long key sequences (seqlen_k >= kMinSeqlenK):
 // fewer iterations per tile pay from 4k keys, and cost at 1k where tiles are short (run 22,
@@ -76,7 +85,7 @@ template <> struct TileConfigFp8<256, 256> { static constexpr int kN = 64,  kSta
 // 128 x 192 at d=128: 192 KB of shared memory, no spills. kMinSeqlenK = 0: one tile only.
 template <int D, int DV> struct TileConfigFp8Long { static constexpr int kMinSeqlenK = 0; };
 template <> struct TileConfigFp8Long<128, 128> {
-  static constexpr int kN = 192, kStages = 2, kMinSeqlenK = 4096;
+  static constexpr int kN = 192, kStages = 2, kMinSeqlenK = 4096, kProducerRegs = 40;
   static constexpr bool kAlias = false, kSections = true, kPingPong = false;
 };
 
@@ -219,6 +228,16 @@ template <class Cfg, class = void> struct PingPong { static constexpr bool value
 template <class Cfg> struct PingPong<Cfg, std::void_t<decltype(Cfg::kPingPong)>> {
   static constexpr bool value = Cfg::kPingPong;
 };
+// Producer registers: Cfg::kProducerRegs where it sets one, else 24 (fwd_traits.cuh).
+template <class Cfg, class = void> struct ProducerRegs { static constexpr int value = 24; };
+template <class Cfg> struct ProducerRegs<Cfg, std::void_t<decltype(Cfg::kProducerRegs)>> {
+  static constexpr int value = Cfg::kProducerRegs;
+};
+// Q descriptors re-derived per GEMM (fwd_traits.cuh): Cfg::kRederiveQDesc where it sets one.
+template <class Cfg, class = void> struct RederiveQDesc { static constexpr bool value = false; };
+template <class Cfg> struct RederiveQDesc<Cfg, std::void_t<decltype(Cfg::kRederiveQDesc)>> {
+  static constexpr bool value = Cfg::kRederiveQDesc;
+};
 // Consumer warpgroups: Cfg::kWG where it sets one, else 2.
 template <class Cfg, class = void> struct NumMmaWG { static constexpr int value = 2; };
 template <class Cfg> struct NumMmaWG<Cfg, std::void_t<decltype(Cfg::kWG)>> { static constexpr int value = Cfg::kWG; };
@@ -228,7 +247,8 @@ int run_fwd_typed(const FwdParams& p) {
   using Traits = FwdTraits<Element, HDIM, HDIM_V, Cfg::kN, Cfg::kStages, Cfg::kAlias,
                            bool(FLASHCUTE_SM90_PINGPONG) && PingPong<Cfg>::value,
                            bool(FLASHCUTE_SM90_INTRAWG_OVERLAP), ElementO,
-                           StagesV<Cfg>::value, NumMmaWG<Cfg>::value>;
+                           StagesV<Cfg>::value, NumMmaWG<Cfg>::value, ProducerRegs<Cfg>::value,
+                           RederiveQDesc<Cfg>::value>;
   return launch_fwd<Traits>(p, Cfg::kSections && FLASHCUTE_SM90_L2_SECTIONS);
 }
 // e4m3 in; out in p.out_dtype (0 fp16, else bf16).

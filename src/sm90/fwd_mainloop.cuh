@@ -58,7 +58,7 @@ CUTE_DEVICE TileRange tile_range(WindowMask const& mask, SeqInfo const& seq, int
 // Issue one warpgroup's share of a tiled WGMMA (all k-steps) as one commit group; no wait.
 // kARegs: A is a register fragment (RS), else a smem descriptor fragment (SS).
 template <bool kARegs, class TiledMma, class TA, class TB, class TC>
-CUTE_DEVICE void wgmma_issue(TiledMma& mma, TA& tA, TB const& tB, TC& tC, bool zero_init) {
+CUTE_DEVICE void wgmma_issue(TiledMma& mma, TA&& tA, TB const& tB, TC& tC, bool zero_init) {
   if constexpr (kARegs) warpgroup_fence_operand(tA);
   warpgroup_fence_operand(tC);
   warpgroup_arrive();
@@ -120,29 +120,23 @@ struct Mainloop {
       FLASHCUTE_SM90_PIN_PV_WAIT == 2 ? Traits::kFp8 : bool(FLASHCUTE_SM90_PIN_PV_WAIT);
 
   // ---------------------------------------------------------------- producer ------------------
-  // 16-bit inputs: thread 0 alone runs load(). FP8: the whole producer warpgroup runs it; thread
-  // 0 still issues every TMA load, and after each V load all 128 threads copy that V block into
-  // V^T (fwd_fp8.cuh), handing it to the consumers through pipe_vt.
+  // Thread 0 alone runs load(): every TMA load. FP8: warps 2-3 run transpose(), copying each V
+  // block that lands into V^T (fwd_fp8.cuh) and handing it to the consumers through pipe_vt.
+  // Two roles on separate warps keep each one's registers to its own state (24 per thread).
   struct Producer {
     PipelineStateK state_k = cutlass::make_producer_start_state<PipelineK>();
     PipelineStateV state_v = cutlass::make_producer_start_state<PipelineV>();
-    PipelineStateV state_vl;  // FP8: consumer side of pipe_v (the landing buffer)
-    PipelineStateV state_vt = cutlass::make_producer_start_state<PipelineVt>();
-    bool q_loaded_before = false;
-    uint32_t q_empty_phase = 0;
+    uint32_t q_empty_phase = 0, o_free_phase = 0;
 
-    // ptid: thread index in the producer warpgroup; ptid 0 is the pipelines' is_leader.
+    // first: this CTA's first tile with keys to load (no earlier tile holds Q's or O's buffer).
     template <class KP>
     CUTE_DEVICE void load(KP const& kp, SharedStorage& ss, PipelineK& pipe_k, PipelineV& pipe_v,
-                          PipelineVt& pipe_vt, TileCoord const& tc, SeqInfo const& seq,
-                          TileRange const& r, int ptid) {
-      const bool issuer = ptid == 0;
+                          TileCoord const& tc, SeqInfo const& seq, TileRange const& r, bool first) {
       // Q's buffer is reused tile after tile: wait until both consumer WGs are done with it.
-      if (issuer && q_loaded_before) {
+      if (!first) {
         cutlass::arch::ClusterBarrier::wait(&ss.bar.q_empty, q_empty_phase);
         q_empty_phase ^= 1;
       }
-      q_loaded_before = true;
 
       Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
@@ -190,47 +184,32 @@ struct Mainloop {
       auto tVs = get<1>(tV);
 
       auto load_k = [&](int n) {
-        if (!issuer) return;
         pipe_k.producer_acquire(state_k);
         copy(kp.tma_k.with(*pipe_k.producer_get_barrier(state_k)), tKg(_, n), tKs(_, state_k.index()));
         ++state_k;
       };
-      // 16-bit: V lands as V^T. FP8: V lands (issue_v), then the warpgroup writes V^T
-      // (transpose_v).
+      // 16-bit: V lands as V^T. FP8: V lands, then warps 2-3 write V^T (Transposer).
       auto issue_v = [&](int n) {
-        if (!issuer) return;
         pipe_v.producer_acquire(state_v);
         copy(kp.tma_v.with(*pipe_v.producer_get_barrier(state_v)), tVg(_, n), tVs(_, state_v.index()));
         ++state_v;
       };
-      auto transpose_v = [&]() {
-        if constexpr (Traits::kFp8) {  // (a lambda's body is instantiated even if never called)
-          pipe_v.consumer_wait(state_vl);
-          pipe_vt.producer_acquire(state_vt);
-          transpose_v_stage<Traits>(ss.v_landing.data(), ss.v.data(), state_vl.index(), state_vt.index(), ptid);
-          cutlass::arch::fence_view_async_shared();  // V^T's generic-proxy stores -> WGMMA reads
-          pipe_vt.producer_commit(state_vt);
-          pipe_v.consumer_release(state_vl);
-          ++state_vl;
-          ++state_vt;
-        }
-      };
 
-      if (issuer) {
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar.q_full, Traits::kQBytes);
-        copy(kp.tma_q.with(ss.bar.q_full), tQg, tQs);
-      }
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar.q_full, Traits::kQBytes);
+      copy(kp.tma_q.with(ss.bar.q_full), tQg, tQs);
       if constexpr (Traits::kFp8) {
-        // V(n-1) is in flight while V(n) is transposed: the transpose never waits for a load
-        // issued just before it (that wait, ~1 us a block, starved the consumers).
+        // K and V block by block: the transposing warps get each V as early as the rings allow.
         load_k(r.n_max - 1);
+        // O staged in V's landing buffer: the previous tile's O store must have read it.
+        if (Traits::kOAliasV && !first) {
+          cutlass::arch::ClusterBarrier::wait(&ss.bar.o_free, o_free_phase);
+          o_free_phase ^= 1;
+        }
         issue_v(r.n_max - 1);
-        for (int n = r.n_max - 1; n >= r.n_min; --n) {
-          if (n > r.n_min) {
-            load_k(n - 1);
-            issue_v(n - 1);
-          }
-          transpose_v();
+#pragma unroll 1  // unrolled, the two tensor maps' addresses and coordinates outgrow 24 registers
+        for (int n = r.n_max - 2; n >= r.n_min; --n) {
+          load_k(n);
+          issue_v(n);
         }
       } else {
         load_k(r.n_max - 1);
@@ -239,6 +218,29 @@ struct Mainloop {
           issue_v(n);
         }
         issue_v(r.n_min);
+      }
+    }
+  };
+
+  // FP8: producer warps 2-3 copy each V block of a tile into V^T as it lands (fwd_fp8.cuh).
+  struct Transposer {
+    // Both rings have kStagesV stages and advance together, so one state serves both: the
+    // consumer side of pipe_v (V as it lands) and, with the phase flipped, the producer side of
+    // pipe_vt (a producer starts one phase ahead). A register less in a 24-register role.
+    PipelineStateV state_vl;
+
+    // blocks: how many V blocks the CTA loads, over all its tiles.
+    CUTE_DEVICE void transpose(SharedStorage& ss, PipelineV& pipe_v, PipelineVt& pipe_vt, int blocks) {
+      for (int n = 0; n < blocks; ++n) {
+        const PipelineStateV state_vt(state_vl.index(), state_vl.phase() ^ 1, state_vl.count());
+        pipe_v.consumer_wait(state_vl);
+        pipe_vt.producer_acquire(state_vt);
+        transpose_v_stage<Traits>(ss.v_landing.data(), ss.v.data(), state_vl.index(),
+                                  int(threadIdx.x) - 32 * Traits::kFirstTransposeWarp);
+        cutlass::arch::fence_view_async_shared();  // V^T's generic-proxy stores -> WGMMA reads
+        pipe_vt.producer_commit(state_vt);
+        pipe_v.consumer_release(state_vl);
+        ++state_vl;
       }
     }
   };
@@ -295,6 +297,19 @@ struct Mainloop {
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
       Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Traits::SmemLayoutVt{});
       Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // smem descriptors
+      // Q's descriptors for the GEMM that reads K stage k_index. Where registers are short they
+      // are re-derived per GEMM: otherwise ptxas keeps all of them (two registers per k-step)
+      // in registers through the key loop, and at e4m3 d=256 with 128-key tiles one spilled.
+      // min(k_index, 0) is 0, but ptxas cannot prove it, so the descriptors follow the K
+      // stage's (uniform) arithmetic instead of being hoisted.
+      auto q_desc = [&](int k_index) {
+        if constexpr (Traits::kRederiveQDesc) {
+          Tensor sQi = make_tensor(make_smem_ptr(ss.q.data() + min(k_index, 0)), typename Traits::SmemLayoutQ{});
+          return thr_qk.partition_fragment_A(sQi);
+        } else {
+          return tSrQ;
+        }
+      };
       Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, N, K, stages)
       Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, Dv, N, stages)
       Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
@@ -346,7 +361,7 @@ struct Mainloop {
         // Prologue: S(n_max-1) alone.
         pipe_k.consumer_wait(state_k);
         sched_wait();
-        wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, state_k.index()), tSrS, true);
+        wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
         sched_signal();
         warpgroup_wait<0>();
         warpgroup_fence_operand(tSrS);
@@ -359,7 +374,7 @@ struct Mainloop {
         for (int n = r.n_max - 2; n >= r.n_min; --n) {
           pipe_k.consumer_wait(state_k);
           sched_wait();
-          wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, state_k.index()), tSrS, true);
+          wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
           pipe_v.consumer_wait(state_v);
           wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
           first_pv = false;
@@ -399,7 +414,7 @@ struct Mainloop {
         for (int n = r.n_max - 1; n >= r.n_min; --n) {
           pipe_k.consumer_wait(state_k);
           sched_wait();
-          wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, state_k.index()), tSrS, true);
+          wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
           warpgroup_wait<0>();
           warpgroup_fence_operand(tSrS);
           pipe_k.consumer_release(state_k);

@@ -2,13 +2,13 @@
 // shared-memory layouts and the shared-storage struct.
 //
 // Thread roles (384 threads, one CTA per SM):
-//   warpgroup 0       producer: warp 0 issues every TMA load; the others only idle at 24 regs.
-//                     FP8: all four warps also transpose each V tile in smem (fwd_fp8.cuh).
+//   warpgroup 0       producer: thread 0 issues every TMA load; the other warps only idle at
+//                     24 regs. FP8: warps 2-3 transpose each V tile in smem (fwd_fp8.cuh).
 //   warpgroups 1, 2   consumers: each owns 64 of the kBlockM = 128 query rows and runs
 //                     S = Q K^T (WGMMA SS), the online softmax and O += P V (WGMMA RS).
-// Register budget: 24 (producer) * 128 + 240 (consumers) * 256 = 64,512 <= 65,536;
-// FP8: 56 * 128 + 224 * 256 = 64,512 (the transposing producer needs more than 24; at 48 it
-// spilled its loop state).
+// Register budget: 24 (producer) * 128 + 240 (consumers) * 256 = 64,512 <= 65,536, FP8 too:
+// the loads and the transpose run on separate warps, so neither role holds the other's state
+// (when thread 0 also transposed, the producer needed 56 registers and the consumers got 224).
 //
 // FP8 (Element = e4m3, ElementO = bf16/fp16): FP8 WGMMA takes both operands K-major, so V (N x
 // dv, dv contiguous as TMA lands it) is copied by the producer warps into V^T (dv x N, N
@@ -33,9 +33,17 @@ namespace flashcute::sm90 {
 
 using namespace cute;
 
+#ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
+#define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: by registers
+#endif
+
+// Where O is staged for its TMA store: its own buffer, Q's, or (FP8) V's landing buffer.
+enum OStaging : int { kOSeparate = 0, kOInQ = 1, kOInVLanding = 2 };
+
 template <class Element_, int kHeadDim_, int kHeadDimV_, int kBlockN_, int kStages_,
-          bool kOAliasQ_, bool kPingPong_ = true, bool kIntraWGOverlap_ = true,
-          class ElementO_ = Element_, int kStagesV_ = 0, int kNumMmaWG_ = 2>
+          int kOStaging_, bool kPingPong_ = true, bool kIntraWGOverlap_ = true,
+          class ElementO_ = Element_, int kStagesV_ = 0, int kNumMmaWG_ = 2, int kProducerRegs_ = 24,
+          bool kRederiveQDesc_ = false>
 struct FwdTraits {
   using Element = Element_;    // q, k, v
   using ElementO = ElementO_;  // out (bf16/fp16; differs from Element only for FP8)
@@ -57,15 +65,36 @@ struct FwdTraits {
   static constexpr int kStagesV = kStagesV_ > 0 ? kStagesV_ : kStages_;
   // O is staged through smem for the TMA store. When Q + K + V + O would not fit in the 227 KB
   // a CTA may hold (hdim 192/256), O reuses Q's buffer; Q is then released only after the store.
-  static constexpr bool kOAliasQ = kOAliasQ_;
+  // FP8 d=256 with N=128: O (64 KB) outgrows Q (32 KB) and takes V's landing buffer instead;
+  // the producer then issues a tile's first V only after the previous tile's O store read it.
+  static constexpr int kOStaging = kOStaging_;
+  static constexpr bool kOAliasQ = kOStaging == kOInQ;
+  static constexpr bool kOAliasV = kOStaging == kOInVLanding;
+  static_assert(!kOAliasV || kFp8, "only FP8 has a V landing buffer");
   static constexpr bool kPingPong = kPingPong_;  // off for e4m3 d=128 (fwd_launch.cuh); ablation switch
   static constexpr bool kIntraWGOverlap = kIntraWGOverlap_;  // ablation switch
 
   static constexpr int kNumMmaThreads = kNumMmaWG * 128;
   static constexpr int kNumThreads = kNumMmaThreads + 128;
-  static constexpr int kProducerRegs = kFp8 ? 56 : 24;
-  // 3 consumer warpgroups: (65,536 - 24 * 128) / 384 = 162 -> 160.
-  static constexpr int kConsumerRegs = kFp8 ? 224 : (kNumMmaWG == 3 ? 160 : 240);
+  // Producer registers: 24, or (FP8) 40 where the consumers fit in 232 and the transposing
+  // warps can then keep several V blocks in flight. The consumers get the rest:
+  // (64,512 - 128 P) / 256, i.e. 240 / 232; three consumer warpgroups (65,536 - 24 * 128) / 384
+  // = 162 -> 160.
+  static constexpr int kProducerRegs = kProducerRegs_;
+  static_assert(kProducerRegs == 24 || (kFp8 && kProducerRegs == 40));
+  // Q's smem descriptors re-derived per GEMM rather than held in registers (fwd_mainloop.cuh,
+  // q_desc): e4m3 d=256 only, where the held ones spilled; elsewhere it cost bf16 1-2 % (run 44).
+  static constexpr bool kRederiveQDesc = kRederiveQDesc_;
+  static constexpr int kConsumerRegs = kNumMmaWG == 3 ? 160 : (64512 - 128 * kProducerRegs) / 256;
+  // FP8: producer warps 2-3 transpose V; thread 0 (warp 0) issues the loads. Two warps, not
+  // three: a power of two keeps each warp's block coordinates compile-time constants up to
+  // the warp index (with three, they cost divisions and the 24-register role spilled).
+  static constexpr int kTransposeThreads = 64;
+  static constexpr int kFirstTransposeWarp = 2;
+  // V blocks a transposing warp loads before its first store: 2 with 40 registers (4 measured
+  // slower, run 43), 1 with 24 (2 spilled there).
+  static constexpr int kTransposeBatch =
+      FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH > 0 ? FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH : (kProducerRegs >= 40 ? 2 : 1);
 
   // WGMMA k-step: 16 elements (32 bytes) for 16-bit types, 32 for e4m3.
   static constexpr int kMmaK = kFp8 ? 32 : 16;
@@ -129,6 +158,7 @@ struct FwdTraits {
     typename PipelineVt::SharedStorage pipe_vt;  // FP8 only (unused otherwise)
     alignas(8) uint64_t q_full;   // transaction barrier: Q of the current tile landed
     alignas(8) uint64_t q_empty;  // 256 consumer arrivals: Q's buffer (and O's, if aliased) is free
+    alignas(8) uint64_t o_free;   // kOAliasV: 256 consumer arrivals: the O store read V's landing buffer
   };
   // FP8's TMA landing buffer for V (its 1024-byte alignment comes with the array); an empty
   // member otherwise.
@@ -159,7 +189,17 @@ struct FwdTraits {
     VLandingStorage v_landing;
     CUTE_DEVICE ElementO* o_ptr() { return reinterpret_cast<ElementO*>(q.data()); }
   };
-  using SharedStorage = std::conditional_t<kOAliasQ, StorageAliasO, StorageSeparateO>;
+  struct StorageAliasV {
+    static_assert(cosize_v<SmemLayoutO> * sizeof(ElementO) <= cosize_v<SmemLayoutV> * sizeof(Element));
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutVt>> v;
+    BarrierStorage bar;
+    VLandingStorage v_landing;
+    CUTE_DEVICE ElementO* o_ptr() { return reinterpret_cast<ElementO*>(v_landing.data()); }
+  };
+  using SharedStorage = std::conditional_t<
+      kOAliasV, StorageAliasV, std::conditional_t<kOAliasQ, StorageAliasO, StorageSeparateO>>;
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= 232448, "over the 227 KB of shared memory a CTA may opt into");
 };
