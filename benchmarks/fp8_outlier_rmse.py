@@ -19,10 +19,11 @@ sum too, so it cancels: keeps small probabilities out of e4m3's subnormal range)
 
 --scale-rules adds the rotated per-head scheme with other choices of the per-head scale (q and
 k; v as the mode quantizes it), p_offset 8:
-  amax        448 / max|y| over the (batch, head), y the rotated values (what the mode does)
+  amax        448 / max|y| over the (batch, head), y the rotated values (the mode until run 47)
   norm-bound  448 / (sqrt(d) * max_row ||x_row||_2): a bound on max|y| from the unrotated rows
-              (|y_i| <= sqrt(d) ||x||_2 for the +-1 rotation), so a quantizer's amax pass would
-              not need to rotate; several times more range than needed, and e4m3 is floating point
+              (|y_i| <= sqrt(d) ||x||_2 for the +-1 rotation), so the quantizer's amax pass needs
+              no rotation (what the mode does since run 47; it sums the squares in fp64);
+              several times more range than needed, and e4m3 is floating point
   l1-bound    448 / max_row ||x_row||_1: the tight bound (|y_i| <= ||x||_1, reached when the
               signs line up), <= the norm bound; also needs no rotation
   pow2        amax's scale rounded down to a power of two (rounding then ignores the scale)

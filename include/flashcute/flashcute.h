@@ -146,7 +146,9 @@ FLASHCUTE_API flashcute_status flashcute_fwd_supported(int device, int backend, 
  *             x @ (diag(s) H)        H the Sylvester +-1 Hadamard matrix of order head_dim (a
  *                                    power of two), s_i = -1 where bit i of rotation_signs is set
  *                                    (word i / 32, bit i % 32), else +1; fp32, unnormalised
- *   amax    = max |y| over the slot: its seqlen rows and the heads / heads_k q heads of its group
+ *   amax    = max |x| over the slot (rotate == 0): its seqlen rows and the heads / heads_k q heads
+ *             of its group; with the rotation, the bound sqrt(fp32(head_dim * m)) >= max |y|,
+ *             m = max over the slot's rows and heads of fp32(sum of x^2 over the row, in fp64)
  *   safe    = amax > 0 ? amax : 448
  *   x8      = e4m3(clamp(y * (fp32(1 / safe) * 448), -448, 448)), round to nearest even
  *   descale = safe * fp32(norm / 448), norm = 1 / sqrt(head_dim) with the rotation, else 1

@@ -2,9 +2,10 @@
 importing this module fails without Triton, and fp8.py then uses its torch path).
 
 Two passes over x (batch, seqlen, heads, d), any strides with a contiguous last dimension:
-  amax_pass: per tile of rows of one (batch, head): y = x @ M in fp32 (M the +-1 rotation, a
-             tensor-core dot; or y = x), running max |y| over the program's rows, one
-             atomic_max into amax[batch, head // group] (max is order-free: deterministic).
+  amax_pass: per tile of rows of one (batch, head): running max |x| over the program's rows
+             (with the rotation: max row sum(x^2), and the bound sqrt(d * that) on max |x @ M|,
+             fp8._row_amax's rule: no dot), one atomic_max into amax[batch, head // group]
+             (max is order-free: deterministic).
   cast_pass: the same y, times 448 / amax[batch, head // group], saturated to +-448, rounded
              to nearest even into float8_e4m3fn, stored contiguous; also writes the descales
              (no separate torch ops: the mode's host overhead is a few launches per tensor).
@@ -51,14 +52,21 @@ def _amax_kernel(x_ptr, m_ptr, amax_ptr, S, H, G, HK, D, sxb, sxs, sxh,
     b = pid_bh // H
     h = pid_bh % H
     cols = tl.arange(0, BLOCK_D)
-    m = _load_m(m_ptr, cols, D, ROTATE)
+    m = _load_m(m_ptr, cols, D, False)  # (unused: the bound needs no rotation)
     base = b.to(tl.int64) * sxb + h.to(tl.int64) * sxh
     acc = tl.zeros((BLOCK_S,), dtype=tl.float32)
     for i in range(STEPS):
         rows = (pid_s * STEPS + i) * BLOCK_S + tl.arange(0, BLOCK_S)
-        y, ok = _load_rotated(x_ptr, m, base, rows, cols, S, D, sxs, ROTATE)
-        acc = tl.maximum(acc, tl.max(tl.abs(y), axis=1))
-    tl.atomic_max(amax_ptr + b * HK + h // G, tl.max(acc, axis=0))
+        x, ok = _load_rotated(x_ptr, m, base, rows, cols, S, D, sxs, False)
+        if ROTATE:  # fp64 sum, rounded to fp32 (fp8._row_amax)
+            x64 = x.to(tl.float64)
+            acc = tl.maximum(acc, tl.sum(x64 * x64, axis=1).to(tl.float32))
+        else:
+            acc = tl.maximum(acc, tl.max(tl.abs(x), axis=1))
+    slot_max = tl.max(acc, axis=0)
+    if ROTATE:
+        slot_max = tl.math.sqrt_rn(slot_max * D)
+    tl.atomic_max(amax_ptr + b * HK + h // G, slot_max)
 
 
 @triton.jit

@@ -28,9 +28,13 @@ a fast Walsh-Hadamard transform in registers (head dims 64, 128, 256; 96 and 192
 torch path). Otherwise (CPU, varlen, fp32 input, another GPU, a build without the FP8 kernels)
 the same arithmetic runs as torch ops. The torch path defines the semantics: the rotation in
 fp32 (the +-1 matrix is exact in bf16/fp16; 1/sqrt(d) is folded into the descale), then
-x * (fp32(1 / amax) * 448), saturate to +-448, round to nearest even. The CUDA path gives the
-same bytes without the rotation; with it, its fp32 sums run in another order than torch's GEMM
-(a rare value one e4m3 step apart). An experimental Triton path (impl="triton") also exists.
+x * (fp32(1 / amax) * 448), saturate to +-448, round to nearest even. With the rotation, amax
+is not max |x R| but the bound sqrt(d * max_row sum(x_row^2)) (_slot_amax), which needs no
+rotation to compute, so the first pass reads x without transforming it; the unused range (at
+most a factor sqrt(d)) costs no accuracy, as e4m3 is floating point (benchmarks/RESULTS.md).
+The CUDA path gives the same bytes without the rotation; with it, its fp32 sums run in another
+order than torch's (a rare value one e4m3 step apart, descales equal to ~1e-7). An
+experimental Triton path (impl="triton") also exists.
 Inputs must be finite (an inf/NaN makes its (batch, head) slot non-finite). The torch path
 copies the rotation matrix to a device once per (d, seed, device, dtype) and caches it: make
 its first call outside CUDA-graph capture (any warm-up does), as a host-to-device copy cannot
@@ -256,26 +260,43 @@ def _cast_e4m3(y: torch.Tensor) -> torch.Tensor:
     return y.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
 
 
+def _row_amax(x, y, rotate):
+    """Per (row, head) of x (..., d): max |y| without the rotation; with it, sum(x^2) over the
+    row, which _slot_amax turns into the bound sqrt(d * max) on max |y|: each y_i is a +-1
+    combination of the row's d values, so |y_i| <= sqrt(d) * ||x_row||_2. The sum runs in fp64
+    and is then rounded to fp32: nearly exact, so the CUDA and Triton paths, which sum in other
+    orders, round to the same fp32 value."""
+    if rotate:
+        return x.double().square().sum(-1).float()
+    return y.abs().amax(-1)
+
+
+def _slot_amax(m, d, rotate):
+    """The per-slot max of _row_amax -> amax (fp32): sqrt(d * max sum(x^2)) with the rotation."""
+    return torch.sqrt(m * float(d)) if rotate else m
+
+
 def _quantize_torch(x, heads_k, rotate, seed, cu_seqlens):
     d, h = x.shape[-1], x.shape[-2]
     g = h // heads_k
     norm = 1.0 / math.sqrt(d) if rotate else 1.0
     y = _rotated_fp32(x, rotate, seed)
+    row = _row_amax(x, y, rotate)  # (..., h)
     if cu_seqlens is None:
         b = x.shape[0]
-        yb = y.reshape(b, x.shape[1], heads_k, g, d)
-        # no rows (seqlen 0): every slot is all-zero (the inf norm of an empty dim is an error)
-        amax = (torch.linalg.vector_norm(yb, math.inf, dim=(1, 3, 4)) if yb.numel()
-                else yb.new_zeros(b, heads_k))
+        rb = row.reshape(b, x.shape[1], heads_k, g)
+        # no rows (seqlen 0): every slot is all-zero (the max over an empty dim is an error)
+        amax = _slot_amax(rb.amax(dim=(1, 3)), d, rotate) if rb.numel() else rb.new_zeros(b, heads_k)
         descale, scale = _descale_and_scale(amax, norm)
         x8 = _cast_e4m3(y * scale.repeat_interleave(g, 1)[:, None, :, None])
         return x8.contiguous(), descale
     batch = cu_seqlens.shape[0] - 1
     total = x.shape[0]
     seq = _rows_to_sequences(cu_seqlens, total)
-    row_amax = torch.linalg.vector_norm(y.reshape(total, heads_k, g * d), math.inf, dim=2)
+    row_amax = row.reshape(total, heads_k, g).amax(dim=2) if total else row.new_zeros(0, heads_k)
     amax = torch.zeros(batch + 1, heads_k, dtype=torch.float32, device=x.device)
     amax.scatter_reduce_(0, seq.unsqueeze(1).expand(total, heads_k), row_amax, "amax", include_self=True)
+    amax = _slot_amax(amax, d, rotate)
     descale, scale = _descale_and_scale(amax, norm)
     row_scale = scale[seq].repeat_interleave(g, 1)  # (total, h)
     x8 = _cast_e4m3(y * row_scale.unsqueeze(-1))
@@ -542,7 +563,8 @@ def quantize(x: torch.Tensor, heads_k: Optional[int] = None, *, rotate: bool = F
     heads_k: the number of kv heads (GQA): the q heads of a group share one scale (their joint
     amax), because the kernel has one descale slot per (batch, heads_k). Default: x's heads.
     rotate / seed: apply hadamard(x, seed) first, fused (the rotated tensor is never written).
-    scale = 448 / amax over the slot; values saturate at +-448 and round to nearest even.
+    scale = 448 / amax over the slot; values saturate at +-448 and round to nearest even. With
+    the rotation amax is the bound sqrt(d) * max row norm of x on the rotated values (module doc).
     impl: "auto" (the compiled CUDA kernel for dense bf16/fp16 CUDA tensors where the library
     has it -- Hopper, a build with the FP8 kernels, no rotation or head dim 64/128/256 --
     else torch ops), or force "cuda" / "torch" / "triton" (ValueError where the forced path

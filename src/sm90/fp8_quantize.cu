@@ -6,7 +6,8 @@
 // The kernel is memory-bound: the goal is to read x from HBM about once and write x8 once.
 // A slot's scale needs the slot's amax before any of its values can be written, so every slot
 // is visited twice, in work items of a few rows of one slot (~32 KB of x):
-//   A (amax): read the chunk, rotate, max |y|; atomicMax into the slot's amax, count the item.
+//   A (amax): read the chunk, max |x| (with the rotation: the bound sqrt(D) * max row norm of x
+//             on max |y|, no rotation needed; amax_item); atomicMax into the slot's amax, count.
 //   B (cast): wait until all A items of the slot are counted, read the chunk again, rotate,
 //             scale, convert to e4m3 (saturating, round to nearest even), write; the first
 //             chunk's item also writes the descale.
@@ -52,9 +53,9 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 // Compile-time A/B switches. 4 CTAs of 256 threads per SM leave 64 registers a thread: one
 // unit (32 fp32 values, 64 bytes of loads in flight) fits without spills; two units per step
-// spill even at 80 registers (ptxas, sm_90a). With the rotation the kernel is about as much
-// issue-bound (~12 instructions per element and pass) as memory-bound, so occupancy, not
-// more loads per thread, is what hides the latency.
+// spill even at 80 registers (ptxas, sm_90a). With the rotation the cast pass is about as much
+// issue-bound (~12 instructions per element) as memory-bound, so occupancy, not more loads per
+// thread, is what hides the latency.
 #ifndef FLASHCUTE_FP8_QUANTIZE_BLOCKS_PER_SM
 #define FLASHCUTE_FP8_QUANTIZE_BLOCKS_PER_SM 4
 #endif
@@ -302,14 +303,34 @@ struct Shared {
   int next[2];
 };
 
+// The A pass. Without the rotation: max |x|. With it: not max |y| but the bound
+// sqrt(D * max_row sum(x^2)) >= max |y| (each y_i is a +-1 combination of the row's D values),
+// read from the unrotated rows: ~3 instructions per element instead of the transform's ~12.
+// (The bound leaves up to sqrt(D) more range than max |y|; e4m3 is floating point, so that
+// costs precision only below 2^-6 of the range: RMSE unchanged, benchmarks/RESULTS.md.)
 template <int D, bool kRotate, class In>
 __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared& sm) {
+  constexpr int NU = D / kUnitElems;  // adjacent lanes holding one row
   float m = 0.f;
-  const auto track_max = [&](const float (&v)[kUnitElems], bool, int64_t) {
+  if constexpr (kRotate) {
+    // sum(x^2) in fp64, then rounded to fp32: the squares of 16-bit values are exact and their
+    // fp64 sum nearly so, so any summation order (torch's, Triton's) rounds to the same fp32.
+    const auto track_row_norm = [&](const float (&v)[kUnitElems], bool, int64_t) {
+      double ss = 0.0;
 #pragma unroll
-    for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
-  };
-  for_each_unit<D, kRotate, false, In>(t, it, sm.masks[it.tensor], track_max);
+      for (int i = 0; i < kUnitElems; ++i) ss = fma(double(v[i]), double(v[i]), ss);
+#pragma unroll
+      for (int o = 1; o < NU; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      m = fmaxf(m, __double2float_rn(ss));
+    };
+    for_each_unit<D, false, false, In>(t, it, sm.masks[it.tensor], track_row_norm);
+  } else {
+    const auto track_max = [&](const float (&v)[kUnitElems], bool, int64_t) {
+#pragma unroll
+      for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
+    };
+    for_each_unit<D, false, false, In>(t, it, sm.masks[it.tensor], track_max);
+  }
   const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
   if (threadIdx.x % 32 == 0) sm.warp_max[threadIdx.x / 32] = w;
   __syncthreads();
@@ -317,6 +338,8 @@ __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared
     unsigned cta = 0;
 #pragma unroll
     for (int i = 0; i < kWarps; ++i) cta = max(cta, sm.warp_max[i]);
+    // sqrt(D * ss) is monotonic in ss: the slot's max over items is the bound of its max row
+    if constexpr (kRotate) cta = __float_as_uint(__fsqrt_rn(__fmul_rn(__uint_as_float(cta), float(D))));
     atomicMax(a.amax + it.slot, cta);
     add_release(a.done + it.slot, 1u);
   }
