@@ -180,26 +180,21 @@ struct FwdTraits {
     VLandingStorage v_landing;  // last: the empty 16-bit variant then costs a few bytes, not 1 KB
     CUTE_DEVICE ElementO* o_ptr() { return o.data(); }
   };
-  struct StorageAliasO {
-    static_assert(cosize_v<SmemLayoutO> * sizeof(ElementO) <= cosize_v<SmemLayoutQ> * sizeof(Element));
+  // O staged in Q's buffer (kOAliasQ) or in FP8's V landing buffer (kOAliasV).
+  struct StorageOAliased {
+    static_assert(!kOAliasQ || cosize_v<SmemLayoutO> * sizeof(ElementO) <= cosize_v<SmemLayoutQ> * sizeof(Element));
+    static_assert(!kOAliasV || cosize_v<SmemLayoutO> * sizeof(ElementO) <= cosize_v<SmemLayoutV> * sizeof(Element));
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutVt>> v;
     BarrierStorage bar;
     VLandingStorage v_landing;
-    CUTE_DEVICE ElementO* o_ptr() { return reinterpret_cast<ElementO*>(q.data()); }
+    CUTE_DEVICE ElementO* o_ptr() {
+      if constexpr (kOAliasV) return reinterpret_cast<ElementO*>(v_landing.data());
+      else return reinterpret_cast<ElementO*>(q.data());
+    }
   };
-  struct StorageAliasV {
-    static_assert(cosize_v<SmemLayoutO> * sizeof(ElementO) <= cosize_v<SmemLayoutV> * sizeof(Element));
-    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
-    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
-    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutVt>> v;
-    BarrierStorage bar;
-    VLandingStorage v_landing;
-    CUTE_DEVICE ElementO* o_ptr() { return reinterpret_cast<ElementO*>(v_landing.data()); }
-  };
-  using SharedStorage = std::conditional_t<
-      kOAliasV, StorageAliasV, std::conditional_t<kOAliasQ, StorageAliasO, StorageSeparateO>>;
+  using SharedStorage = std::conditional_t<kOStaging == kOSeparate, StorageSeparateO, StorageOAliased>;
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= 232448, "over the 227 KB of shared memory a CTA may opt into");
 };
