@@ -6,9 +6,10 @@
 //                     24 regs. FP8: warps 2-3 transpose each V tile in smem (fwd_fp8.cuh).
 //   warpgroups 1, 2   consumers: each owns 64 of the kBlockM = 128 query rows and runs
 //                     S = Q K^T (WGMMA SS), the online softmax and O += P V (WGMMA RS).
-// Register budget: 24 (producer) * 128 + 240 (consumers) * 256 = 64,512 <= 65,536, FP8 too:
-// the loads and the transpose run on separate warps, so neither role holds the other's state
-// (when thread 0 also transposed, the producer needed 56 registers and the consumers got 224).
+// Register budget: 24 (producer) * 128 + 240 (consumers) * 256 = 64,512 <= 65,536, FP8 too
+// (or 40 + 232 where a tile asks for it, kProducerRegs): the loads and the transpose run on
+// separate warps, so neither role holds the other's state (when thread 0 also transposed, the
+// producer needed 56 registers and the consumers got 224).
 //
 // FP8 (Element = e4m3, ElementO = bf16/fp16): FP8 WGMMA takes both operands K-major, so V (N x
 // dv, dv contiguous as TMA lands it) is copied by the producer warps into V^T (dv x N, N
