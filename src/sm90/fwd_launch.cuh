@@ -63,11 +63,12 @@ template <> struct TileConfigShortCausal<64, 64> {
 // slower with its consumers at 232 (run 43) and d=64/96 measured no better (run 45).
 // (192,128) keeps 24 (not measured).
 // Wider key blocks (FA3 uses N 160-224) pay only for long key sequences: TileConfigFp8Long.
-// kPingPong = false (d=128): the consumer warpgroups issue their GEMMs without taking turns.
+// kPingPong = false (d=128, d=256): the consumer warpgroups issue their GEMMs without taking turns.
 // e4m3 GEMMs take half the time of bf16 ones, so a warpgroup's softmax (exp2 on MUFU) outlasts
 // the other's GEMMs and the turn order only adds waits: without it +4-7 % at 4k-16k with the
-// N=192 tile, +1-2 % at 1k-2k with N=128 (run 39); d=256 (GEMMs twice as long) loses 1-2.5 %
-// without it and keeps it; d=64 and d=192 measured within ±2.5 % either way (run 40) and keep it.
+// N=192 tile, +1-2 % at 1k-2k with N=128 (run 39); d=256 lost 1-2.5 % without it with 64-key
+// tiles but gains 1-2.4 % at 4k-16k with the 128-key tile (-1.6 % causal 1k; run 49), so it
+// runs without too; d=64 and d=192 measured within ±2.5 % either way (run 40) and keep it.
 template <int D, int DV> struct TileConfigFp8;
 template <> struct TileConfigFp8<64, 64>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfigFp8<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
@@ -76,7 +77,7 @@ template <> struct TileConfigFp8<192, 128> { static constexpr int kN = 96,  kSta
 template <> struct TileConfigFp8<192, 192> { static constexpr int kN = 96,  kStages = 2, kProducerRegs = 40; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfigFp8<256, 256> {
   static constexpr int kN = 128, kStages = 2, kAlias = kOInVLanding;
-  static constexpr bool kSections = true, kRederiveQDesc = true;
+  static constexpr bool kSections = true, kRederiveQDesc = true, kPingPong = false;
 };
 
 // FP8 head dims with a second, wider key block for long key sequences (seqlen_k >= kMinSeqlenK):
