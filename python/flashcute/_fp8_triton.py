@@ -25,10 +25,16 @@ NUM_WARPS = 4
 
 
 @triton.jit
+def _load_tile(x_ptr, base, rows, cols, S, D, sxs):
+    """Tile (BLOCK_S, BLOCK_D) of x in its dtype at rows of one (batch, head); padding = 0."""
+    ok = (rows[:, None] < S) & (cols[None, :] < D)
+    return tl.load(x_ptr + base + rows[:, None].to(tl.int64) * sxs + cols[None, :], mask=ok, other=0.0), ok
+
+
+@triton.jit
 def _load_rotated(x_ptr, m, base, rows, cols, S, D, sxs, ROTATE: tl.constexpr):
     """fp32 tile (BLOCK_S, BLOCK_D) of x (or x @ m) at rows of one (batch, head); padding = 0."""
-    ok = (rows[:, None] < S) & (cols[None, :] < D)
-    x = tl.load(x_ptr + base + rows[:, None].to(tl.int64) * sxs + cols[None, :], mask=ok, other=0.0)
+    x, ok = _load_tile(x_ptr, base, rows, cols, S, D, sxs)
     if ROTATE:
         y = tl.dot(x, m, out_dtype=tl.float32)
     else:
@@ -45,19 +51,19 @@ def _load_m(m_ptr, cols, D, ROTATE: tl.constexpr):
 
 
 @triton.jit
-def _amax_kernel(x_ptr, m_ptr, amax_ptr, S, H, G, HK, D, sxb, sxs, sxh,
+def _amax_kernel(x_ptr, amax_ptr, S, H, G, HK, D, sxb, sxs, sxh,
                  BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, STEPS: tl.constexpr, ROTATE: tl.constexpr):
     pid_s = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // H
     h = pid_bh % H
     cols = tl.arange(0, BLOCK_D)
-    m = _load_m(m_ptr, cols, D, False)  # (unused: the bound needs no rotation)
     base = b.to(tl.int64) * sxb + h.to(tl.int64) * sxh
     acc = tl.zeros((BLOCK_S,), dtype=tl.float32)
     for i in range(STEPS):
         rows = (pid_s * STEPS + i) * BLOCK_S + tl.arange(0, BLOCK_S)
-        x, ok = _load_rotated(x_ptr, m, base, rows, cols, S, D, sxs, False)
+        x, _ = _load_tile(x_ptr, base, rows, cols, S, D, sxs)  # padding 0: neutral for both
+        x = x.to(tl.float32)
         if ROTATE:  # fp64 sum, rounded to fp32 (fp8._row_amax)
             x64 = x.to(tl.float64)
             acc = tl.maximum(acc, tl.sum(x64 * x64, axis=1).to(tl.float32))
@@ -109,12 +115,13 @@ def _last_dim_contiguous(x):
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-def amax_pass(x, m, amax, heads_k):
-    """amax (batch, heads_k) float32, zero-filled, receives max |x @ m| (or |x|) per slot."""
+def amax_pass(x, amax, heads_k, rotate):
+    """amax (batch, heads_k) float32, zero-filled, receives max |x| per slot, or with rotate the
+    bound sqrt(d * max row sum(x^2)) on the rotated values (fp8._row_amax's rule)."""
     x = _last_dim_contiguous(x)
     dims, block_d, grid = _geometry(x, heads_k)
-    _amax_kernel[grid](x, x if m is None else m, amax, *dims, x.stride(0), x.stride(1), x.stride(2),
-                       BLOCK_S=BLOCK_S, BLOCK_D=block_d, STEPS=STEPS, ROTATE=m is not None,
+    _amax_kernel[grid](x, amax, *dims, x.stride(0), x.stride(1), x.stride(2),
+                       BLOCK_S=BLOCK_S, BLOCK_D=block_d, STEPS=STEPS, ROTATE=rotate,
                        num_warps=NUM_WARPS)
 
 

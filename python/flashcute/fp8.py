@@ -293,7 +293,7 @@ def _quantize_torch(x, heads_k, rotate, seed, cu_seqlens):
     batch = cu_seqlens.shape[0] - 1
     total = x.shape[0]
     seq = _rows_to_sequences(cu_seqlens, total)
-    row_amax = row.reshape(total, heads_k, g).amax(dim=2) if total else row.new_zeros(0, heads_k)
+    row_amax = row.reshape(total, heads_k, g).amax(dim=2)
     amax = torch.zeros(batch + 1, heads_k, dtype=torch.float32, device=x.device)
     amax.scatter_reduce_(0, seq.unsqueeze(1).expand(total, heads_k), row_amax, "amax", include_self=True)
     amax = _slot_amax(amax, d, rotate)
@@ -337,7 +337,7 @@ def _quantize_triton(x, heads_k, rotate, seed, amax):
     kern = _triton_kernels()
     d = x.shape[-1]
     m = _signed_pm1(d, seed, x.device, x.dtype) if rotate else None
-    kern.amax_pass(x, m, amax, heads_k)
+    kern.amax_pass(x, amax, heads_k, rotate)
     x8 = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
     descale = torch.empty_like(amax)
     kern.cast_pass(x, m, amax, 1.0 / math.sqrt(d) if rotate else 1.0, descale, x8, heads_k)

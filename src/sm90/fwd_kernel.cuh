@@ -11,7 +11,6 @@
 #include "common/mask.cuh"
 #include "common/params.h"
 #include "common/seqlen.cuh"
-#include "common/utils.cuh"
 #include "sm90/fwd_epilogue.cuh"
 #include "sm90/fwd_mainloop.cuh"
 #include "sm90/fwd_traits.cuh"
@@ -147,13 +146,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       } else {
         consumer.mma(p, ss, pipe_k, pipe_v, mask, r, tc.m_block, ds.qk, tOrO, softmax);
       }
-      // The epilogue's (batch, head, query block) are recomputed from t (opaque: not merged with
-      // tc) instead of living through the key loop: at d=256 with 128-key FP8 tiles ptxas spilled
-      // two of them.
-      const TileCoord tce = sched.tile(opaque(t));
-      SeqInfo seqe = seq;
-      seqe.b = tce.b;
-      epilogue.store(kp, ss, seqe, tce.h, tce.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v);
+      epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v);
     }
     consumer.sched_finish();
     epilogue.finish();

@@ -219,29 +219,19 @@ int launch_fwd(const FwdParams& p, bool sections) {
 }  // namespace sm90
 
 namespace sm90 {
-// A tile configuration's V ring depth: Cfg::kStagesV where it sets one, else 0 (as K's).
-template <class Cfg, class = void> struct StagesV { static constexpr int value = 0; };
-template <class Cfg> struct StagesV<Cfg, std::void_t<decltype(Cfg::kStagesV)>> {
-  static constexpr int value = Cfg::kStagesV;
-};
-// Ping-pong between the consumer warpgroups: Cfg::kPingPong where it sets one, else on.
-template <class Cfg, class = void> struct PingPong { static constexpr bool value = true; };
-template <class Cfg> struct PingPong<Cfg, std::void_t<decltype(Cfg::kPingPong)>> {
-  static constexpr bool value = Cfg::kPingPong;
-};
-// Producer registers: Cfg::kProducerRegs where it sets one, else 24 (fwd_traits.cuh).
-template <class Cfg, class = void> struct ProducerRegs { static constexpr int value = 24; };
-template <class Cfg> struct ProducerRegs<Cfg, std::void_t<decltype(Cfg::kProducerRegs)>> {
-  static constexpr int value = Cfg::kProducerRegs;
-};
-// Q descriptors re-derived per GEMM (fwd_traits.cuh): Cfg::kRederiveQDesc where it sets one.
-template <class Cfg, class = void> struct RederiveQDesc { static constexpr bool value = false; };
-template <class Cfg> struct RederiveQDesc<Cfg, std::void_t<decltype(Cfg::kRederiveQDesc)>> {
-  static constexpr bool value = Cfg::kRederiveQDesc;
-};
-// Consumer warpgroups: Cfg::kWG where it sets one, else 2.
-template <class Cfg, class = void> struct NumMmaWG { static constexpr int value = 2; };
-template <class Cfg> struct NumMmaWG<Cfg, std::void_t<decltype(Cfg::kWG)>> { static constexpr int value = Cfg::kWG; };
+// Optional tile-configuration members: Name<Cfg>::value is Cfg::member where the configuration
+// sets it, else the default.
+#define FLASHCUTE_SM90_CFG_MEMBER(Name, member, Type, fallback)                    \
+  template <class Cfg, class = void> struct Name { static constexpr Type value = fallback; }; \
+  template <class Cfg> struct Name<Cfg, std::void_t<decltype(Cfg::member)>> {      \
+    static constexpr Type value = Cfg::member;                                     \
+  };
+FLASHCUTE_SM90_CFG_MEMBER(StagesV, kStagesV, int, 0)                  // V ring depth; 0: as K's
+FLASHCUTE_SM90_CFG_MEMBER(PingPong, kPingPong, bool, true)            // consumer warpgroups take turns
+FLASHCUTE_SM90_CFG_MEMBER(ProducerRegs, kProducerRegs, int, 24)       // fwd_traits.cuh
+FLASHCUTE_SM90_CFG_MEMBER(RederiveQDesc, kRederiveQDesc, bool, false)  // fwd_traits.cuh
+FLASHCUTE_SM90_CFG_MEMBER(NumMmaWG, kWG, int, 2)                      // consumer warpgroups
+#undef FLASHCUTE_SM90_CFG_MEMBER
 
 template <class Element, class ElementO, class Cfg, int HDIM, int HDIM_V>
 int run_fwd_typed(const FwdParams& p) {
