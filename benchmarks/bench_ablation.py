@@ -98,6 +98,9 @@ def main():
                     # e4m3 P (3 mantissa bits) vs cuDNN's bf16 P: wider bounds, and a mean bound,
                     # since the first causal rows (few keys, |out| ~ |v|) reach ~0.06 legitimately.
                     ok = err < 0.25 and mean_err < 1e-2 if fp8 else err < 2e-2  # NaN fails both
+                    # Variants named sol*: speed-of-light builds that skip work on purpose
+                    # (FLASHCUTE_SM90_SOL_*): timed, never checked.
+                    ok = ok or name.startswith("sol")
                     if not ok:
                         raise SystemExit(f"{fam} {name}: |out - cuDNN| max {err} mean {mean_err} "
                                          f"at seqlen {s} causal {causal}")

@@ -28,6 +28,12 @@ k; v as the mode quantizes it), p_offset 8:
               signs line up), <= the norm bound; also needs no rotation
   pow2        amax's scale rounded down to a power of two (rounding then ignores the scale)
 
+--kernel (CUDA) runs flashcute's FP8 mode itself on the same inputs and splits its error into the
+quantization (the exact-arithmetic emulation of the same e4m3 inputs) and the kernel's own excess
+(kernel vs that emulation: the tensor cores' accumulation, the running max): RMSE against the
+float64 reference, the kernel-emulation RMSE, and the mean signed kernel-emulation difference
+relative to |out| (a bias from truncating accumulation shows there).
+
 --attribution adds where the FP8 mode's error comes from: float64 attention with only one part
 rounded to e4m3 the way the mode rounds it (q and k per head, with and without the rotation; v
 per head; P shifted by 2^8, its row sum unrounded), everything else exact.
@@ -113,6 +119,34 @@ def attention_p_rounded(q, k, v, p_offset_log2=8.0):
     return ((p8 @ vt) / rowsum).transpose(1, 2)
 
 
+def kernel_excess(q, k, v, ref, a, results):
+    """The FP8 mode's kernel on the outlier inputs: its RMSE, the emulation's on the very same
+    quantized inputs (exact fp32 scores; and scores with the tensor cores' accumulation), and the
+    kernel's distance from the exact emulation."""
+    import flashcute
+    import flashcute.fp8 as F
+    from flashcute import flash_attn_interface as fa3
+    from flashcute.reference import attention_fp8_emulated
+    out = flashcute.flash_attn_func(q, k, v, causal=a.causal, fp8=F.FP8Config(seed=a.seed))
+    q8, k8, v8, (qd, kd, vd) = F.quantize_qkv(q, k, v, seed=a.seed)
+    direct = fa3.flash_attn_func(q8, k8, v8, causal=a.causal, q_descale=qd, k_descale=kd, v_descale=vd)
+    assert torch.equal(out, direct), "the FP8 mode and the kernel on quantize_qkv's inputs differ"
+    emu, _ = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, causal=a.causal, p_offset_log2=8.0,
+                                    out_dtype=None)
+    emu_tc, _ = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, causal=a.causal, p_offset_log2=8.0,
+                                       out_dtype=None, tensor_core_scores=True)
+    diff = out.double() - emu.double()
+    rows = {"kernel (FP8 mode)": rmse(out, ref), "emulation, exact fp32": rmse(emu.to(out.dtype), ref),
+            "emulation, tensor-core scores": rmse(emu_tc.to(out.dtype), ref),
+            "kernel - emulation": diff.pow(2).mean().sqrt().item(),
+            "kernel - emulation(tc scores)": rmse(out, emu_tc),
+            "mean signed (kernel - emu) * sign(emu) / mean|emu|":
+                ((diff * emu.double().sign()).mean() / emu.double().abs().mean()).item()}
+    for name, e in rows.items():
+        results["schemes"][name] = e
+        print(f"{name}: {e:.3e}", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--batch", type=int, default=1)
@@ -124,6 +158,7 @@ def main(argv=None):
     p.add_argument("--offsets", default="0,8", help="p_offset_log2 values to try")
     p.add_argument("--device", default="cpu")
     p.add_argument("--attribution", action="store_true", help="one part rounded at a time (non-causal)")
+    p.add_argument("--kernel", action="store_true", help="flashcute's FP8 mode vs its emulation (CUDA)")
     p.add_argument("--scale-rules", default=None, help="e.g. amax,norm-bound,pow2 (see above)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
@@ -168,6 +203,8 @@ def main(argv=None):
         e = rmse(out, ref)
         results["schemes"][f"per-head+rot scale={rule} p_offset=8"] = e
         print(f"per-head+rot, scale {rule:<10}: RMSE {e:.3e}   ({time.time() - t:.1f}s)", flush=True)
+    if a.kernel:
+        kernel_excess(q, k, v, ref, a, results)
     if a.attribution and not a.causal:
         parts = {
             "q, k (rotated)": attention_ref(dequantized(q8, qd), dequantized(k8, kd), v)[0],

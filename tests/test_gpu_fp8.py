@@ -275,7 +275,9 @@ def test_fp8_outlier_rmse():
     seqlen 4k, hdim 128; RMSE of the output against float64 on the unquantized inputs. The bar
     is FA3's published 9.1e-3 (block scaling + incoherent processing); asserted for the FP8 mode's
     best options (rotation on). Plain per-head FP8 (no rotation) is printed for information.
-    Emulation on the CPU predicted ~8.6-9.1e-3 (rotation) and ~1.9e-2 (per-head) here."""
+    Also asserted: the kernel is within 2 % of the exact emulation of the same e4m3 inputs (the
+    error of e4m3 itself; 9.205e-3 on this data, so the bar fails by e4m3's rounding: RESULTS
+    run 53)."""
     require_fp8(128)
     g = torch.Generator(device=DEVICE).manual_seed(0)
     shape = (2, 4096, 8, 128)
@@ -294,7 +296,13 @@ def test_fp8_outlier_rmse():
     best = rmse(flashcute.flash_attn_func(q, k, v, fp8=True))
     plain = rmse(flashcute.flash_attn_func(q, k, v, fp8=F.FP8Config(rotate=False)))
     bf16 = rmse(flashcute.flash_attn_func(q, k, v))
-    print(f"\nFP8 outlier test RMSE: rotation+per-head {best:.3e}, per-head {plain:.3e}, bf16 kernel {bf16:.3e}")
+    # The same quantized inputs through the exact emulation: the error e4m3 itself sets here.
+    q8, k8, v8, (qd, kd, vd) = F.quantize_qkv(q, k, v)
+    floor = rmse(attention_fp8_emulated(q8, k8, v8, qd, kd, vd, p_offset_log2=KERNEL_P_OFFSET)[0])
+    print(f"\nFP8 outlier test RMSE: rotation+per-head {best:.3e} (exact emulation of the same e4m3 "
+          f"inputs {floor:.3e}), per-head {plain:.3e}, bf16 kernel {bf16:.3e}")
+    # The kernel adds no error of its own beyond e4m3's rounding (2 % covers rounding order).
+    assert best <= 1.02 * floor, f"FP8 kernel RMSE {best:.3e} above its emulation's {floor:.3e}"
     assert best <= 9.1e-3, f"FP8 mode RMSE {best:.3e} above FA3's 9.1e-3 (per-head without rotation: {plain:.3e})"
 
 

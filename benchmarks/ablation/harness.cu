@@ -44,8 +44,12 @@ int run_fwd_sm80<1, HD, HDV>(const FwdParams& p) {
 #ifndef TILE_QDESC  // Q descriptors re-derived per GEMM (0|1); default: the table's
 #define TILE_QDESC sm90::RederiveQDesc<sm90::TileConfigFp8<HD, HDV>>::value
 #endif
+#ifndef TILE_WG  // consumer warpgroups (-DTILE_WG=3: 192-row tiles); default: the table's
+#define TILE_WG sm90::NumMmaWG<sm90::TileConfigFp8<HD, HDV>>::value
+#endif
 struct AblFp8Cfg {
   static constexpr int kN = TILE_N, kStages = TILE_STAGES, kStagesV = TILE_STAGES_V, kProducerRegs = TILE_PREGS;
+  static constexpr int kWG = TILE_WG;
   static constexpr bool kRederiveQDesc = TILE_QDESC;
   static constexpr int kAlias = TILE_ALIAS;
   static constexpr bool kSections = TILE_SECTIONS, kPingPong = TILE_PINGPONG;

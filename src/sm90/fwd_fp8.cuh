@@ -64,8 +64,8 @@ CUTE_DEVICE void pack_p_fp8(TensorS const& s, TensorP& p) {
 }
 
 // The producer's V -> V^T copy of one stage, with ldmatrix.trans / stmatrix.
-// A block is 16 keys x 32 dv bytes (the stage has (N/16) x (dv/32) of them); the 2 transposing
-// warps take alternate 16-key columns. ldmatrix.x4.trans reads a block as four 8x8 b16 matrices
+// A block is 16 keys x 32 dv bytes (the stage has (N/16) x (dv/32) of them); the W transposing
+// warps take every W-th block. ldmatrix.x4.trans reads a block as four 8x8 b16 matrices
 // M0..M3 (keys 0-7 / 8-15 x bytes 0-15, then the same for bytes 16-31): thread t (p = t/4,
 // q = t%4) receives from each, in one register, keys 2q and 2q+1 of the byte pair (2p, 2p+1).
 // Two byte permutes of (M0, M1) give V^T rows 2p and 2p+1 at positions 4q .. 4q+3, holding keys
@@ -75,10 +75,11 @@ CUTE_DEVICE void pack_p_fp8(TensorS const& s, TensorP& p) {
 // for r < 4 and 2r + 1 for r >= 4 in S0, the others in S1), so a swizzled layout spreads them.
 //
 // Addresses in few registers (the role has 24): both layouts are Swizzle o (linear offset), and
-// a swizzle is linear over XOR. A lane's linear offset splits into a per-thread part (its row
-// within the block, and its warp's key column) and a per-block part whose bits are disjoint from
-// it, so offset = swizzle(thread part) ^ swizzle(block part): one register per layout, and a
-// compile-time constant XORed (and, above the swizzled bits, added) per block.
+// a swizzle is linear over XOR. A lane's linear offset splits into a per-lane part (its row and
+// byte within the block) and a per-block part whose bits are disjoint from it, so offset =
+// swizzle(lane part) ^ swizzle(block part): one register per layout, and a compile-time
+// constant XORed (and, above the swizzled bits, added) per block. Each warp's block list is a
+// compile-time constant too (one unrolled copy per warp rank), so any number of warps works.
 CUTE_DEVICE void ldsm_t_x4(uint32_t addr, uint32_t (&r)[4]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -92,90 +93,120 @@ CUTE_DEVICE void stsm_x4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint
 
 // The lane coordinates of transpose_v_stage.
 struct TransposeLane {
-  int warp, ld_key, ld_byte, st_row;
-  constexpr explicit TransposeLane(int t) : warp(t / 32), ld_key(0), ld_byte(0), st_row(0) {
-    const int lane = t % 32, m = lane / 8, r = lane % 8;  // the matrix and row it addresses
+  int ld_key, ld_byte, st_row;
+  constexpr explicit TransposeLane(int lane) : ld_key(0), ld_byte(0), st_row(0) {
+    const int m = lane / 8, r = lane % 8;  // the matrix and row it addresses
     ld_key = r + 8 * (m % 2);
     ld_byte = 16 * (m / 2);
     st_row = 2 * r + ((m % 2) ^ int(r >= 4)) + 16 * (m / 2);
   }
 };
+// Block i of a stage: its 16-key column and 32-byte dv chunk.
+template <class Traits>
+struct TransposeBlocks {
+  static constexpr int kKeyCols = Traits::kBlockN / 16;
+  static constexpr int kCount = kKeyCols * (Traits::kHeadDimV / 32);
+  static constexpr int key(int i) { return 16 * (i % kKeyCols); }
+  static constexpr int byte(int i) { return 32 * (i / kKeyCols); }
+};
 // Compile-time check of transpose_v_stage's address split for one swizzled layout (coordinates
-// (row, col, stage)): the linear (pre-swizzle) offsets of the thread parts and of the block
-// parts share no bit, so swizzle(thread + block) = swizzle(thread) ^ swizzle(block); and every
+// (row, col, stage)): the linear (pre-swizzle) offsets of the lane parts and of the block
+// parts share no bit, so swizzle(lane + block) = swizzle(lane) ^ swizzle(block); and every
 // stage starts on a multiple of the swizzle's period, so adding it commutes with the swizzle.
-template <class Layout, class ThreadCoord, class BlockCoord>
-constexpr bool offsets_split(int threads, int blocks, int stages, ThreadCoord thread_rc, BlockCoord block_rc) {
+template <class Layout, class LaneCoord, class BlockCoord>
+constexpr bool offsets_split(int blocks, int stages, LaneCoord lane_rc, BlockCoord block_rc) {
   using Sw = decltype(Layout{}.layout_a());
   constexpr int kPeriod = 1 << (Sw::num_bits + Sw::num_base + Sw::num_shft);
   auto lin = Layout{}.layout_b();
-  int thread_bits = 0, block_bits = 0;
-  for (int t = 0; t < threads; ++t) thread_bits |= lin(thread_rc(t).first, thread_rc(t).second, 0);
+  int lane_bits = 0, block_bits = 0;
+  for (int t = 0; t < 32; ++t) lane_bits |= lin(lane_rc(t).first, lane_rc(t).second, 0);
   for (int b = 0; b < blocks; ++b) block_bits |= lin(block_rc(b).first, block_rc(b).second, 0);
-  bool ok = (thread_bits & block_bits) == 0;
+  bool ok = (lane_bits & block_bits) == 0;
   for (int st = 0; st < stages; ++st) ok = ok && lin(0, 0, st) % kPeriod == 0;
   return ok;
 }
 template <class Traits>
 constexpr bool transpose_offsets_split() {
-  constexpr int kWarps = Traits::kTransposeThreads / 32;
-  constexpr int kKeyCols = Traits::kBlockN / (16 * kWarps);
-  constexpr int kBlocks = kKeyCols * (Traits::kHeadDimV / 32);
+  using B = TransposeBlocks<Traits>;
   struct RC { int first, second; };
-  auto v_thread = [](int t) { const TransposeLane l(t); return RC{16 * l.warp + l.ld_key, l.ld_byte}; };
-  auto v_block = [](int b) { return RC{16 * kWarps * (b % kKeyCols), 32 * (b / kKeyCols)}; };
-  auto vt_thread = [](int t) { const TransposeLane l(t); return RC{l.st_row, 16 * l.warp}; };
-  auto vt_block = [](int b) { return RC{32 * (b / kKeyCols), 16 * kWarps * (b % kKeyCols)}; };
-  return offsets_split<typename Traits::SmemLayoutV>(Traits::kTransposeThreads, kBlocks, Traits::kStagesV, v_thread, v_block) &&
-         offsets_split<typename Traits::SmemLayoutVt>(Traits::kTransposeThreads, kBlocks, Traits::kStagesV, vt_thread, vt_block);
+  auto v_lane = [](int t) { const TransposeLane l(t); return RC{l.ld_key, l.ld_byte}; };
+  auto v_block = [](int b) { return RC{B::key(b), B::byte(b)}; };
+  auto vt_lane = [](int t) { const TransposeLane l(t); return RC{l.st_row, 0}; };
+  auto vt_block = [](int b) { return RC{B::byte(b), B::key(b)}; };
+  return offsets_split<typename Traits::SmemLayoutV>(B::kCount, Traits::kStagesV, v_lane, v_block) &&
+         offsets_split<typename Traits::SmemLayoutVt>(B::kCount, Traits::kStagesV, vt_lane, vt_block);
 }
 
+// Blocks kRank, kRank + W, kRank + 2W, ... of one stage (W = transposing warps), kBatch at a
+// time: the batch's loads are all in flight before its first store (one block at a time, each
+// store waited for its load's latency, and the asm volatile order keeps ptxas from overlapping
+// them itself).
+template <class Traits, int kRank>
+CUTE_DEVICE void transpose_warp_blocks(uint32_t v_base, uint32_t v_lane, uint32_t vt_base, uint32_t vt_lane,
+                                      uint32_t sel_even) {
+  using B = TransposeBlocks<Traits>;
+  using LayoutV = typename Traits::SmemLayoutV;    // (N, dv, stage) -> byte offset, swizzled
+  using LayoutVt = typename Traits::SmemLayoutVt;  // (dv, N, stage) -> byte offset, swizzled
+  constexpr int kWarps = Traits::kTransposeThreads / 32;
+  constexpr int kMine = (B::kCount - kRank + kWarps - 1) / kWarps;
+  constexpr int kBatch = Traits::kTransposeBatch;
+  auto v_blk = [](int j) { const int i = kRank + kWarps * j; return uint32_t(LayoutV{}(B::key(i), B::byte(i), 0)); };
+  auto vt_blk = [](int j) { const int i = kRank + kWarps * j; return uint32_t(LayoutVt{}(B::byte(i), B::key(i), 0)); };
+  CUTE_UNROLL
+  for (int j0 = 0; j0 < kMine; j0 += kBatch) {
+    uint32_t v[kBatch][4];
+    CUTE_UNROLL
+    for (int j = 0; j < kBatch; ++j)
+      if (j0 + j < kMine) ldsm_t_x4(v_base + (v_lane ^ v_blk(j0 + j)), v[j]);
+    CUTE_UNROLL
+    for (int j = 0; j < kBatch; ++j) {
+      if (j0 + j < kMine) {
+        const uint32_t sel_odd = sel_even ^ 0x1111u;  // 0x6420 <-> 0x7531: one register for both
+        stsm_x4(vt_base + (vt_lane ^ vt_blk(j0 + j)), __byte_perm(v[j][0], v[j][1], sel_even),
+                __byte_perm(v[j][0], v[j][1], sel_odd), __byte_perm(v[j][2], v[j][3], sel_even),
+                __byte_perm(v[j][2], v[j][3], sel_odd));
+      }
+    }
+  }
+}
+
+// tt: the thread's index among the transposing threads.
 template <class Traits>
 CUTE_DEVICE void transpose_v_stage(typename Traits::Element* v_landing, typename Traits::Element* vt,
                                    int stage, int tt) {
   static_assert(sizeof(typename Traits::Element) == 1, "offsets below are in bytes");
-  constexpr int kBlockN = Traits::kBlockN, kHeadDimV = Traits::kHeadDimV;
+  static_assert(Traits::kBlockN % 16 == 0 && Traits::kHeadDimV % 32 == 0);
   constexpr int kWarps = Traits::kTransposeThreads / 32;
-  static_assert(kBlockN % (16 * kWarps) == 0 && kHeadDimV % 32 == 0);
-  constexpr int kKeyCols = kBlockN / (16 * kWarps);  // 16-key columns per warp
-  constexpr int kBlocks = kKeyCols * (kHeadDimV / 32);  // blocks per warp
-  using LayoutV = typename Traits::SmemLayoutV;    // (N, dv, stage) -> byte offset, swizzled
-  using LayoutVt = typename Traits::SmemLayoutVt;  // (dv, N, stage) -> byte offset, swizzled
-  static_assert(transpose_offsets_split<Traits>(), "V/V^T offsets do not split into thread ^ block parts");
+  static_assert(kWarps >= 1 && kWarps <= 4);
+  using LayoutV = typename Traits::SmemLayoutV;
+  using LayoutVt = typename Traits::SmemLayoutVt;
+  static_assert(transpose_offsets_split<Traits>(), "V/V^T offsets do not split into lane ^ block parts");
   // The thread index as a value ptxas must treat as changing from call to call (stage >= 0, so
   // the added term is 0): otherwise it hoists every block's addresses out of the producer's
   // tile loop, and the 24-register role spills them.
   const int t = opaque(tt) + (opaque(stage) >> 31);
   __builtin_assume(t >= 0 && t < Traits::kTransposeThreads);
-  const TransposeLane l(t);
-  const int lane = t % 32;
-  const uint32_t v_thr = LayoutV{}(16 * l.warp + l.ld_key, l.ld_byte, 0);
-  const uint32_t vt_thr = LayoutVt{}(l.st_row, 16 * l.warp, 0);
+  const int lane = t % 32, rank = t / 32;
+  const TransposeLane l(lane);
+  const uint32_t v_lane = LayoutV{}(l.ld_key, l.ld_byte, 0);
+  const uint32_t vt_lane = LayoutVt{}(l.st_row, 0, 0);
   const uint32_t v_base = cast_smem_ptr_to_uint(v_landing) + LayoutV{}(0, 0, stage);
   const uint32_t vt_base = cast_smem_ptr_to_uint(vt) + LayoutVt{}(0, 0, stage);
   // Thread t's matrix row is p = t / 4: rows 2p + (p >= 4) go to S0/S2, the others to S1/S3.
-  const bool high = lane / 4 >= 4;
-  const uint32_t sel_even = high ? 0x7531u : 0x6420u, sel_odd = high ? 0x6420u : 0x7531u;
-  // (kc, db) of block i, compile-time after unrolling; offsets as in transpose_offsets_split.
-  auto v_blk = [](int i) { return uint32_t(LayoutV{}(16 * kWarps * (i % kKeyCols), 32 * (i / kKeyCols), 0)); };
-  auto vt_blk = [](int i) { return uint32_t(LayoutVt{}(32 * (i / kKeyCols), 16 * kWarps * (i % kKeyCols), 0)); };
-  // Blocks in batches of kBatch: the batch's loads are all in flight before its first store
-  // (one block at a time, each store waited for its load's latency, and the asm volatile
-  // order keeps ptxas from overlapping them itself).
-  constexpr int kBatch = Traits::kTransposeBatch;
-  static_assert(kBlocks % kBatch == 0);
+  const uint32_t sel_even = lane / 4 >= 4 ? 0x7531u : 0x6420u;
   __syncwarp();
-  CUTE_UNROLL
-  for (int i0 = 0; i0 < kBlocks; i0 += kBatch) {
-    uint32_t v[kBatch][4];
-    CUTE_UNROLL
-    for (int j = 0; j < kBatch; ++j) ldsm_t_x4(v_base + (v_thr ^ v_blk(i0 + j)), v[j]);
-    CUTE_UNROLL
-    for (int j = 0; j < kBatch; ++j) {
-      stsm_x4(vt_base + (vt_thr ^ vt_blk(i0 + j)), __byte_perm(v[j][0], v[j][1], sel_even),
-              __byte_perm(v[j][0], v[j][1], sel_odd), __byte_perm(v[j][2], v[j][3], sel_even),
-              __byte_perm(v[j][2], v[j][3], sel_odd));
-    }
+#ifdef FLASHCUTE_SM90_SOL_SKIP_TRANSPOSE  // speed-of-light ablation only: wrong results
+  return;
+#endif
+  // One unrolled copy per warp rank (warp-uniform branch), so each block's offsets stay constants.
+  if (rank == 0) {
+    transpose_warp_blocks<Traits, 0>(v_base, v_lane, vt_base, vt_lane, sel_even);
+  } else if (kWarps == 2 || rank == 1) {
+    transpose_warp_blocks<Traits, (kWarps > 1 ? 1 : 0)>(v_base, v_lane, vt_base, vt_lane, sel_even);
+  } else if (kWarps == 3 || rank == 2) {
+    transpose_warp_blocks<Traits, (kWarps > 2 ? 2 : 0)>(v_base, v_lane, vt_base, vt_lane, sel_even);
+  } else {
+    transpose_warp_blocks<Traits, (kWarps > 3 ? 3 : 0)>(v_base, v_lane, vt_base, vt_lane, sel_even);
   }
 }
 

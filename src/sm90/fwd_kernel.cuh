@@ -1,6 +1,7 @@
 // The sm90 forward kernel: a persistent, warp-specialised CTA that wires the roles together.
 //   warpgroup 0: producer. Drops to 24 registers; thread 0 walks the tiles and issues TMA loads.
-//   FP8: warps 2-3 walk the tiles too and transpose each V block behind thread 0's loads.
+//   FP8: its last 2 warps (3 at dv = 256) walk the tiles too and transpose each V block behind
+//   thread 0's loads.
 //   warpgroups 1, 2: consumers. Raise to 240 registers; per tile run the mainloop (GEMMs +
 //   softmax) and the epilogue for their 64 rows.
 #pragma once
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
   pk_params.transaction_bytes = Traits::kKStageBytes;
   pv_params.transaction_bytes = Traits::kVStageBytes;
   if constexpr (Traits::kFp8) {
-    // V's TMA ring is read by producer warps 2-3 (the transpose); V^T goes to the consumers
+    // V's TMA ring is read by the transposing producer warps; V^T goes to the consumers
     // through pipe_vt, every transposing thread arriving once it has written its part.
     pv_params.role = warpgroup == 0 ? PipelineV::ThreadCategory::ProducerConsumer
                                     : PipelineV::ThreadCategory::NonParticipant;

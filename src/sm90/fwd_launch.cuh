@@ -52,7 +52,7 @@ template <> struct TileConfigShortCausal<64, 64> {
 
 // FP8 (e4m3 in, 16-bit out). Shared memory = Q (128 d) + stages * N * (d + 2 dv) (K, V as it
 // lands, V^T) + O (128 dv, 2 bytes), 1 byte each otherwise:
-//   (64, 64)  : N 128, 2 stages,  72 KB
+//   (64, 64)  : 192 x N 128, 2 stages, 84 KB (three consumer warpgroups, below)
 //   (128,128) : N 128, 2 stages, 144 KB
 //   (192,192) : N 96,  2 stages, 184 KB
 //   (256,256) : N 128, 2 stages, O in V's landing buffer (kAlias = kOInVLanding): 224 KB.
@@ -68,9 +68,14 @@ template <> struct TileConfigShortCausal<64, 64> {
 // the other's GEMMs and the turn order only adds waits: without it +4-7 % at 4k-16k with the
 // N=192 tile, +1-2 % at 1k-2k with N=128 (run 39); d=256 lost 1-2.5 % without it with 64-key
 // tiles but gains 1-2.4 % at 4k-16k with the 128-key tile (-1.6 % causal 1k; run 49), so it
-// runs without too; d=64 and d=192 measured within ±2.5 % either way (run 40) and keep it.
+// runs without too; d=192 measured within ±2.5 % either way (run 40) and keeps it.
+// d=64 takes three consumer warpgroups (192-row tiles, 160 registers each) without turns, as the
+// 16-bit d=64 tile does with them: +9 / +25 / +32 % non-causal 1k / 4k / 16k and +19 / +29 %
+// causal 4k / 16k over two warpgroups (-1.6 % causal 1k), where two left the e4m3 kernel 8-17 %
+// behind the bf16 one (run 60); with turns it is 1-3 % slower, without intra-warpgroup overlap
+// 30 % slower, with 96-key blocks 7-8 % slower.
 template <int D, int DV> struct TileConfigFp8;
-template <> struct TileConfigFp8<64, 64>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfigFp8<64, 64>   { static constexpr int kN = 128, kStages = 2, kWG = 3; static constexpr bool kAlias = false, kSections = true, kPingPong = false; };
 template <> struct TileConfigFp8<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfigFp8<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true, kPingPong = false; };
 template <> struct TileConfigFp8<192, 128> { static constexpr int kN = 96,  kStages = 2; static constexpr bool kAlias = false, kSections = true; };

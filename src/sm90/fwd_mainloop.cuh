@@ -120,8 +120,8 @@ struct Mainloop {
       FLASHCUTE_SM90_PIN_PV_WAIT == 2 ? Traits::kFp8 : bool(FLASHCUTE_SM90_PIN_PV_WAIT);
 
   // ---------------------------------------------------------------- producer ------------------
-  // Thread 0 alone runs load(): every TMA load. FP8: warps 2-3 run transpose(), copying each V
-  // block that lands into V^T (fwd_fp8.cuh) and handing it to the consumers through pipe_vt.
+  // Thread 0 alone runs load(): every TMA load. FP8: the transposing warps run transpose(),
+  // copying each V block that lands into V^T (fwd_fp8.cuh) and handing it to the consumers through pipe_vt.
   // Two roles on separate warps keep each one's registers to its own state (24 per thread).
   struct Producer {
     PipelineStateK state_k = cutlass::make_producer_start_state<PipelineK>();
@@ -188,7 +188,7 @@ struct Mainloop {
         copy(kp.tma_k.with(*pipe_k.producer_get_barrier(state_k)), tKg(_, n), tKs(_, state_k.index()));
         ++state_k;
       };
-      // 16-bit: V lands as V^T. FP8: V lands, then warps 2-3 write V^T (Transposer).
+      // 16-bit: V lands as V^T. FP8: V lands, then the transposing warps write V^T (Transposer).
       auto issue_v = [&](int n) {
         pipe_v.producer_acquire(state_v);
         copy(kp.tma_v.with(*pipe_v.producer_get_barrier(state_v)), tVg(_, n), tVs(_, state_v.index()));
@@ -222,25 +222,33 @@ struct Mainloop {
     }
   };
 
-  // FP8: producer warps 2-3 copy each V block of a tile into V^T as it lands (fwd_fp8.cuh).
+  // FP8: the transposing producer warps copy each V block of a tile into V^T as it lands (fwd_fp8.cuh).
   struct Transposer {
-    // Both rings have kStagesV stages and advance together, so one state serves both: the
-    // consumer side of pipe_v (V as it lands) and, with the phase flipped, the producer side of
-    // pipe_vt (a producer starts one phase ahead). A register less in a 24-register role.
-    PipelineStateV state_vl;
-
+    // Both rings have kStagesV stages and advance together, so one block index k serves both:
+    // the consumer side of pipe_v (V as it lands) and, with the phase flipped, the producer side
+    // of pipe_vt (a producer starts one phase ahead). In this 24-register role, with two V blocks
+    // in flight per transposing warp, every loop-carried register counts (a PipelineState and a
+    // counter spilled, run 56; a count and its bound spilled the bound, run 58), so the loop
+    // carries one: the blocks left, shifted up, and the total modulo 2 kStagesV in the low bits,
+    // from which k's stage and phase follow.
     // blocks: how many V blocks the CTA loads, over all its tiles.
     CUTE_DEVICE void transpose(SharedStorage& ss, PipelineV& pipe_v, PipelineVt& pipe_vt, int blocks) {
-      for (int n = 0; n < blocks; ++n) {
-        const PipelineStateV state_vt(state_vl.index(), state_vl.phase() ^ 1, state_vl.count());
+      constexpr uint32_t kS = Traits::kStagesV, kPeriod = 2 * kS;  // stage and phase repeat
+      static_assert((kS & (kS - 1)) == 0, "a power-of-two ring");
+      constexpr int kShift = kS == 1 ? 1 : kS == 2 ? 2 : kS == 4 ? 3 : 4;
+      static_assert((1u << kShift) == kPeriod);
+      for (uint32_t r = (uint32_t(blocks) << kShift) | (uint32_t(blocks) & (kPeriod - 1)); r >= kPeriod; r -= kPeriod) {
+        const uint32_t k = ((r & (kPeriod - 1)) - (r >> kShift)) & (kPeriod - 1);  // block index mod 2 kS
+        const int stage = int(k % kS);
+        const uint32_t phase = k / kS;
+        const PipelineStateV state_vl(stage, phase, k), state_vt(stage, phase ^ 1, k);
         pipe_v.consumer_wait(state_vl);
         pipe_vt.producer_acquire(state_vt);
-        transpose_v_stage<Traits>(ss.v_landing.data(), ss.v.data(), state_vl.index(),
+        transpose_v_stage<Traits>(ss.v_landing.data(), ss.v.data(), stage,
                                   int(threadIdx.x) - 32 * Traits::kFirstTransposeWarp);
         cutlass::arch::fence_view_async_shared();  // V^T's generic-proxy stores -> WGMMA reads
         pipe_vt.producer_commit(state_vt);
         pipe_v.consumer_release(state_vl);
-        ++state_vl;
       }
     }
   };

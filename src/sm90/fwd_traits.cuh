@@ -3,7 +3,7 @@
 //
 // Thread roles (384 threads, one CTA per SM):
 //   warpgroup 0       producer: thread 0 issues every TMA load; the other warps only idle at
-//                     24 regs. FP8: warps 2-3 transpose each V tile in smem (fwd_fp8.cuh).
+//                     24 regs. FP8: 2-3 warps transpose each V tile in smem (fwd_fp8.cuh).
 //   warpgroups 1, 2   consumers: each owns 64 of the kBlockM = 128 query rows and runs
 //                     S = Q K^T (WGMMA SS), the online softmax and O += P V (WGMMA RS).
 // Register budget: 24 (producer) * 128 + 240 (consumers) * 256 = 64,512 <= 65,536, FP8 too
@@ -34,6 +34,9 @@ namespace flashcute::sm90 {
 
 using namespace cute;
 
+#ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS
+#define FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS 0  // A/B switch (FwdTraits::kTransposeWarps); 0: by head dim
+#endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: by registers
 #endif
@@ -54,9 +57,9 @@ struct FwdTraits {
   static constexpr int kHeadDimV = kHeadDimV_;
   // Consumer warpgroups, 64 query rows each (one wgmma M). 3 (kBlockM = 192, FA3's choice at
   // d=64) lets two warpgroups' GEMMs cover one's softmax where the softmax costs as much as
-  // the GEMMs; 16-bit inputs only.
+  // the GEMMs (16-bit d=64; e4m3 d=64 too, run 60).
   static constexpr int kNumMmaWG = kNumMmaWG_;
-  static_assert(kNumMmaWG == 2 || (kNumMmaWG == 3 && sizeof(Element_) == 2), "2 consumer warpgroups, or 3 (16-bit)");
+  static_assert(kNumMmaWG == 2 || kNumMmaWG == 3, "2 or 3 consumer warpgroups");
   static constexpr int kBlockM = 64 * kNumMmaWG;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;  // K ring depth; 2 hides TMA latency because K
@@ -82,20 +85,27 @@ struct FwdTraits {
   // (64,512 - 128 P) / 256, i.e. 240 / 232; three consumer warpgroups (65,536 - 24 * 128) / 384
   // = 162 -> 160.
   static constexpr int kProducerRegs = kProducerRegs_;
-  static_assert(kProducerRegs == 24 || (kFp8 && kProducerRegs == 40));
+  static_assert(kProducerRegs == 24 || (kFp8 && kProducerRegs == 40 && kNumMmaWG == 2));
   // Q's smem descriptors re-derived per GEMM rather than held in registers (fwd_mainloop.cuh,
   // q_desc): e4m3 d=256 only, where the held ones spilled; elsewhere it cost bf16 1-2 % (run 44).
   static constexpr bool kRederiveQDesc = kRederiveQDesc_;
   static constexpr int kConsumerRegs = kNumMmaWG == 3 ? 160 : (64512 - 128 * kProducerRegs) / 256;
-  // FP8: producer warps 2-3 transpose V; thread 0 (warp 0) issues the loads. Two warps, not
-  // three: a power of two keeps each warp's block coordinates compile-time constants up to
-  // the warp index (with three, they cost divisions and the 24-register role spilled).
-  static constexpr int kTransposeThreads = 64;
-  static constexpr int kFirstTransposeWarp = 2;
+  // FP8: the last kTransposeWarps producer warps transpose V; thread 0 (warp 0) issues the
+  // loads. 3 at dv = 256, where the transpose bounds the kernel (skipping it measured +31-38 %,
+  // run 55): +4..+12 % over 2 (run 58); 2 elsewhere (d=128: -3..+2 % with 3). Each warp takes
+  // every kTransposeWarps-th block of a stage, its block list unrolled at compile time.
+  static constexpr int kTransposeWarps =
+      FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS > 0 ? FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS : (kHeadDimV >= 256 ? 3 : 2);
+  static_assert(kTransposeWarps >= 1 && kTransposeWarps <= 3, "warp 0 issues the loads");
+  static constexpr int kTransposeThreads = 32 * kTransposeWarps;
+  static constexpr int kFirstTransposeWarp = 4 - kTransposeWarps;
   // V blocks a transposing warp loads before its first store: 2 with 40 registers (4 measured
-  // slower, run 43), 1 with 24 (2 spilled there).
+  // slower, run 43); with 24, 2 at dv = 256 (the largest V^T per stage; +3-6.5 % over 1, run 57,
+  // since the transposer's latency is on the critical path there: skipping the transpose
+  // altogether measured +31-38 %, run 55) and 1 elsewhere (d=128's 128-key tile: 0..-4 % with 2).
   static constexpr int kTransposeBatch =
-      FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH > 0 ? FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH : (kProducerRegs >= 40 ? 2 : 1);
+      FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH > 0 ? FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
+                                             : (kProducerRegs >= 40 || kHeadDimV >= 256 ? 2 : 1);
 
   // WGMMA k-step: 16 elements (32 bytes) for 16-bit types, 32 for e4m3.
   static constexpr int kMmaK = kFp8 ? 32 : 16;
