@@ -138,7 +138,7 @@ def kernel_excess(q, k, v, ref, a, results):
     diff = out.double() - emu.double()
     rows = {"kernel (FP8 mode)": rmse(out, ref), "emulation, exact fp32": rmse(emu.to(out.dtype), ref),
             "emulation, tensor-core scores": rmse(emu_tc.to(out.dtype), ref),
-            "kernel - emulation": diff.pow(2).mean().sqrt().item(),
+            "kernel - emulation": rmse(out, emu),
             "kernel - emulation(tc scores)": rmse(out, emu_tc),
             "mean signed (kernel - emu) * sign(emu) / mean|emu|":
                 ((diff * emu.double().sign()).mean() / emu.double().abs().mean()).item()}

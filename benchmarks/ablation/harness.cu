@@ -50,6 +50,8 @@ int run_fwd_sm80<1, HD, HDV>(const FwdParams& p) {
 struct AblFp8Cfg {
   static constexpr int kN = TILE_N, kStages = TILE_STAGES, kStagesV = TILE_STAGES_V, kProducerRegs = TILE_PREGS;
   static constexpr int kWG = TILE_WG;
+  static constexpr int kTransposeWarps = sm90::TransposeWarps<sm90::TileConfigFp8<HD, HDV>>::value;
+  static constexpr int kTransposeBatch = sm90::TransposeBatch<sm90::TileConfigFp8<HD, HDV>>::value;
   static constexpr bool kRederiveQDesc = TILE_QDESC;
   static constexpr int kAlias = TILE_ALIAS;
   static constexpr bool kSections = TILE_SECTIONS, kPingPong = TILE_PINGPONG;

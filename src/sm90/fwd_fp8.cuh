@@ -147,7 +147,7 @@ CUTE_DEVICE void transpose_warp_blocks(uint32_t v_base, uint32_t v_lane, uint32_
   using B = TransposeBlocks<Traits>;
   using LayoutV = typename Traits::SmemLayoutV;    // (N, dv, stage) -> byte offset, swizzled
   using LayoutVt = typename Traits::SmemLayoutVt;  // (dv, N, stage) -> byte offset, swizzled
-  constexpr int kWarps = Traits::kTransposeThreads / 32;
+  constexpr int kWarps = Traits::kTransposeWarps;
   constexpr int kMine = (B::kCount - kRank + kWarps - 1) / kWarps;
   constexpr int kBatch = Traits::kTransposeBatch;
   auto v_blk = [](int j) { const int i = kRank + kWarps * j; return uint32_t(LayoutV{}(B::key(i), B::byte(i), 0)); };
@@ -170,14 +170,28 @@ CUTE_DEVICE void transpose_warp_blocks(uint32_t v_base, uint32_t v_lane, uint32_
   }
 }
 
+// f(Int<rank>{}) for a runtime, warp-uniform rank in [kRank, kCount): one copy of f per rank,
+// each with its rank as a compile-time constant; the last rank is the else branch. (Register
+// allocation in the 24-register transposer is touchy: a fold over all ranks, with the rank
+// recomputed inside, spilled 12 B at dv = 256; this form does not.)
+template <int kRank, int kCount, class F>
+CUTE_DEVICE void for_rank(int rank, F&& f) {
+  if constexpr (kRank + 1 >= kCount) {
+    f(Int<kRank>{});
+  } else if (rank == kRank) {
+    f(Int<kRank>{});
+  } else {
+    for_rank<kRank + 1, kCount>(rank, f);
+  }
+}
+
 // tt: the thread's index among the transposing threads.
 template <class Traits>
 CUTE_DEVICE void transpose_v_stage(typename Traits::Element* v_landing, typename Traits::Element* vt,
                                    int stage, int tt) {
   static_assert(sizeof(typename Traits::Element) == 1, "offsets below are in bytes");
   static_assert(Traits::kBlockN % 16 == 0 && Traits::kHeadDimV % 32 == 0);
-  constexpr int kWarps = Traits::kTransposeThreads / 32;
-  static_assert(kWarps >= 1 && kWarps <= 4);
+  constexpr int kWarps = Traits::kTransposeWarps;
   using LayoutV = typename Traits::SmemLayoutV;
   using LayoutVt = typename Traits::SmemLayoutVt;
   static_assert(transpose_offsets_split<Traits>(), "V/V^T offsets do not split into lane ^ block parts");
@@ -198,16 +212,10 @@ CUTE_DEVICE void transpose_v_stage(typename Traits::Element* v_landing, typename
 #ifdef FLASHCUTE_SM90_SOL_SKIP_TRANSPOSE  // speed-of-light ablation only: wrong results
   return;
 #endif
-  // One unrolled copy per warp rank (warp-uniform branch), so each block's offsets stay constants.
-  if (rank == 0) {
-    transpose_warp_blocks<Traits, 0>(v_base, v_lane, vt_base, vt_lane, sel_even);
-  } else if (kWarps == 2 || rank == 1) {
-    transpose_warp_blocks<Traits, (kWarps > 1 ? 1 : 0)>(v_base, v_lane, vt_base, vt_lane, sel_even);
-  } else if (kWarps == 3 || rank == 2) {
-    transpose_warp_blocks<Traits, (kWarps > 2 ? 2 : 0)>(v_base, v_lane, vt_base, vt_lane, sel_even);
-  } else {
-    transpose_warp_blocks<Traits, (kWarps > 3 ? 3 : 0)>(v_base, v_lane, vt_base, vt_lane, sel_even);
-  }
+  // One unrolled copy per warp rank, so each block's offsets stay constants.
+  for_rank<0, kWarps>(rank, [&](auto r) {
+    transpose_warp_blocks<Traits, decltype(r)::value>(v_base, v_lane, vt_base, vt_lane, sel_even);
+  });
 }
 
 // Descale factors of one (batch, k/v head): FA3's convention, (batch, heads_k) fp32 tensors,

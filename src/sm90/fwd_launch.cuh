@@ -80,8 +80,12 @@ template <> struct TileConfigFp8<96, 96>   { static constexpr int kN = 128, kSta
 template <> struct TileConfigFp8<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true, kPingPong = false; };
 template <> struct TileConfigFp8<192, 128> { static constexpr int kN = 96,  kStages = 2; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfigFp8<192, 192> { static constexpr int kN = 96,  kStages = 2, kProducerRegs = 40; static constexpr bool kAlias = false, kSections = true; };
+// d=256's transpose (the largest V^T per stage) bounds the kernel: skipping it measured
+// +31-38 % (run 55). Its transposing warps keep 2 V blocks in flight at 24 registers (+3-6.5 %
+// over 1, run 57; at d=128's 128-key tile 2 measured 0..-4 %) and are 3 (+4..+12 % over 2,
+// run 59; d=128: -3..+2 % with 3).
 template <> struct TileConfigFp8<256, 256> {
-  static constexpr int kN = 128, kStages = 2, kAlias = kOInVLanding;
+  static constexpr int kN = 128, kStages = 2, kAlias = kOInVLanding, kTransposeWarps = 3, kTransposeBatch = 2;
   static constexpr bool kSections = true, kRederiveQDesc = true, kPingPong = false;
 };
 
@@ -236,6 +240,8 @@ FLASHCUTE_SM90_CFG_MEMBER(PingPong, kPingPong, bool, true)            // consume
 FLASHCUTE_SM90_CFG_MEMBER(ProducerRegs, kProducerRegs, int, 24)       // fwd_traits.cuh
 FLASHCUTE_SM90_CFG_MEMBER(RederiveQDesc, kRederiveQDesc, bool, false)  // fwd_traits.cuh
 FLASHCUTE_SM90_CFG_MEMBER(NumMmaWG, kWG, int, 2)                      // consumer warpgroups
+FLASHCUTE_SM90_CFG_MEMBER(TransposeWarps, kTransposeWarps, int, 2)      // FP8 (fwd_traits.cuh)
+FLASHCUTE_SM90_CFG_MEMBER(TransposeBatch, kTransposeBatch, int, 0)      // FP8; 0: by registers
 #undef FLASHCUTE_SM90_CFG_MEMBER
 
 template <class Element, class ElementO, class Cfg, int HDIM, int HDIM_V>
@@ -244,7 +250,8 @@ int run_fwd_typed(const FwdParams& p) {
                            bool(FLASHCUTE_SM90_PINGPONG) && PingPong<Cfg>::value,
                            bool(FLASHCUTE_SM90_INTRAWG_OVERLAP), ElementO,
                            StagesV<Cfg>::value, NumMmaWG<Cfg>::value, ProducerRegs<Cfg>::value,
-                           RederiveQDesc<Cfg>::value>;
+                           RederiveQDesc<Cfg>::value, TransposeWarps<Cfg>::value,
+                           TransposeBatch<Cfg>::value>;
   return launch_fwd<Traits>(p, Cfg::kSections && FLASHCUTE_SM90_L2_SECTIONS);
 }
 // e4m3 in; out in p.out_dtype (0 fp16, else bf16).

@@ -121,7 +121,8 @@ struct Mainloop {
 
   // ---------------------------------------------------------------- producer ------------------
   // Thread 0 alone runs load(): every TMA load. FP8: the transposing warps run transpose(),
-  // copying each V block that lands into V^T (fwd_fp8.cuh) and handing it to the consumers through pipe_vt.
+  // copying each V block that lands into V^T (fwd_fp8.cuh) and handing it to the consumers
+  // through pipe_vt.
   // Two roles on separate warps keep each one's registers to its own state (24 per thread).
   struct Producer {
     PipelineStateK state_k = cutlass::make_producer_start_state<PipelineK>();
@@ -222,7 +223,7 @@ struct Mainloop {
     }
   };
 
-  // FP8: the transposing producer warps copy each V block of a tile into V^T as it lands (fwd_fp8.cuh).
+  // FP8: the transposing producer warps copy each V block into V^T as it lands (fwd_fp8.cuh).
   struct Transposer {
     // Both rings have kStagesV stages and advance together, so one block index k serves both:
     // the consumer side of pipe_v (V as it lands) and, with the phase flipped, the producer side
@@ -235,10 +236,11 @@ struct Mainloop {
     CUTE_DEVICE void transpose(SharedStorage& ss, PipelineV& pipe_v, PipelineVt& pipe_vt, int blocks) {
       constexpr uint32_t kS = Traits::kStagesV, kPeriod = 2 * kS;  // stage and phase repeat
       static_assert((kS & (kS - 1)) == 0, "a power-of-two ring");
-      constexpr int kShift = kS == 1 ? 1 : kS == 2 ? 2 : kS == 4 ? 3 : 4;
-      static_assert((1u << kShift) == kPeriod);
-      for (uint32_t r = (uint32_t(blocks) << kShift) | (uint32_t(blocks) & (kPeriod - 1)); r >= kPeriod; r -= kPeriod) {
-        const uint32_t k = ((r & (kPeriod - 1)) - (r >> kShift)) & (kPeriod - 1);  // block index mod 2 kS
+      constexpr int kShift = cute::log_2(kPeriod);
+      const uint32_t first = (uint32_t(blocks) << kShift) | (uint32_t(blocks) & (kPeriod - 1));
+      for (uint32_t r = first; r >= kPeriod; r -= kPeriod) {
+        // This block's index mod 2 kS: the total's low bits minus the blocks left.
+        const uint32_t k = ((r & (kPeriod - 1)) - (r >> kShift)) & (kPeriod - 1);
         const int stage = int(k % kS);
         const uint32_t phase = k / kS;
         const PipelineStateV state_vl(stage, phase, k), state_vt(stage, phase ^ 1, k);

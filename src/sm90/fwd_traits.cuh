@@ -35,10 +35,10 @@ namespace flashcute::sm90 {
 using namespace cute;
 
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS
-#define FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS 0  // A/B switch (FwdTraits::kTransposeWarps); 0: by head dim
+#define FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS 0  // A/B switch (FwdTraits::kTransposeWarps); 0: the tile's
 #endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
-#define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: by registers
+#define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
 #endif
 
 // Where O is staged for its TMA store: its own buffer, Q's, or (FP8) V's landing buffer.
@@ -47,7 +47,7 @@ enum OStaging : int { kOSeparate = 0, kOInQ = 1, kOInVLanding = 2 };
 template <class Element_, int kHeadDim_, int kHeadDimV_, int kBlockN_, int kStages_,
           int kOStaging_, bool kPingPong_ = true, bool kIntraWGOverlap_ = true,
           class ElementO_ = Element_, int kStagesV_ = 0, int kNumMmaWG_ = 2, int kProducerRegs_ = 24,
-          bool kRederiveQDesc_ = false>
+          bool kRederiveQDesc_ = false, int kTransposeWarps_ = 2, int kTransposeBatch_ = 0>
 struct FwdTraits {
   using Element = Element_;    // q, k, v
   using ElementO = ElementO_;  // out (bf16/fp16; differs from Element only for FP8)
@@ -90,22 +90,20 @@ struct FwdTraits {
   // q_desc): e4m3 d=256 only, where the held ones spilled; elsewhere it cost bf16 1-2 % (run 44).
   static constexpr bool kRederiveQDesc = kRederiveQDesc_;
   static constexpr int kConsumerRegs = kNumMmaWG == 3 ? 160 : (64512 - 128 * kProducerRegs) / 256;
-  // FP8: the last kTransposeWarps producer warps transpose V; thread 0 (warp 0) issues the
-  // loads. 3 at dv = 256, where the transpose bounds the kernel (skipping it measured +31-38 %,
-  // run 55): +4..+12 % over 2 (run 58); 2 elsewhere (d=128: -3..+2 % with 3). Each warp takes
-  // every kTransposeWarps-th block of a stage, its block list unrolled at compile time.
+  // FP8: the last kTransposeWarps producer warps transpose V (thread 0, warp 0, issues the
+  // loads); each warp takes every kTransposeWarps-th block of a stage, its block list unrolled
+  // at compile time. A tile sets the count (TileConfigFp8, fwd_launch.cuh); 2 by default.
   static constexpr int kTransposeWarps =
-      FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS > 0 ? FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS : (kHeadDimV >= 256 ? 3 : 2);
+      FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS > 0 ? FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS : kTransposeWarps_;
   static_assert(kTransposeWarps >= 1 && kTransposeWarps <= 3, "warp 0 issues the loads");
   static constexpr int kTransposeThreads = 32 * kTransposeWarps;
   static constexpr int kFirstTransposeWarp = 4 - kTransposeWarps;
-  // V blocks a transposing warp loads before its first store: 2 with 40 registers (4 measured
-  // slower, run 43); with 24, 2 at dv = 256 (the largest V^T per stage; +3-6.5 % over 1, run 57,
-  // since the transposer's latency is on the critical path there: skipping the transpose
-  // altogether measured +31-38 %, run 55) and 1 elsewhere (d=128's 128-key tile: 0..-4 % with 2).
+  // V blocks a transposing warp loads before its first store: a tile's kTransposeBatch, else 2
+  // with 40 registers (4 measured slower, run 43) and 1 with 24.
   static constexpr int kTransposeBatch =
       FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH > 0 ? FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
-                                             : (kProducerRegs >= 40 || kHeadDimV >= 256 ? 2 : 1);
+      : kTransposeBatch_ > 0                 ? kTransposeBatch_
+                                             : (kProducerRegs >= 40 ? 2 : 1);
 
   // WGMMA k-step: 16 elements (32 bytes) for 16-bit types, 32 for e4m3.
   static constexpr int kMmaK = kFp8 ? 32 : 16;
