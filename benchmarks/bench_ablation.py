@@ -5,6 +5,7 @@ process with cuDNN (and torch's FA2 for the sm80 family). Each variant's output 
 against cuDNN's (a variant that computes something else would measure nothing).
 
     python benchmarks/bench_ablation.py [--dir .carry/ablation] [--seqlens 1024,4096,16384] [--json out.json]
+                                        [--rounds 2] [--rep 100]
 """
 import argparse
 import ctypes
@@ -54,6 +55,9 @@ def main():
     ap.add_argument("--seqlens", default="1024,4096,16384")
     ap.add_argument("--causal", choices=["both", "no", "yes"], default="both")
     ap.add_argument("--json")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="timing rounds per case, alternately in order and in reverse order; the median is reported")
+    ap.add_argument("--rep", type=int, default=100, help="do_bench's rep (ms) per timing")
     a = ap.parse_args()
     libs = sorted(glob.glob(os.path.join(a.dir, "sm*_hd*_*.so")))
     if not libs:
@@ -105,14 +109,21 @@ def main():
                         raise SystemExit(f"{fam} {name}: |out - cuDNN| max {err} mean {mean_err} "
                                          f"at seqlen {s} causal {causal}")
                     runs[name] = run
-                # Timed in order and again in reverse order, the mean of the two: a variant's place
-                # in the sequence (clocks after the checks) then biases none of them.
+                # Timed in order and again in reverse order (--rounds times in all), the median: a
+                # variant's place in the sequence (clocks after the checks) then biases none of
+                # them. The board is power-bound (run 27), so one second of the first variant
+                # first brings it to its steady state.
+                do_bench(next(iter(runs.values())), warmup=25, rep=1000)
                 ms = {n: [] for n in runs}
-                for order in (list(runs), list(runs)[::-1]):
-                    for name in order:
-                        ms[name].append(do_bench(runs[name], warmup=25, rep=100))
+                for i in range(a.rounds):
+                    for name in (list(runs) if i % 2 == 0 else list(runs)[::-1]):
+                        ms[name].append(do_bench(runs[name], warmup=25, rep=a.rep))
                 for name, t in ms.items():
-                    row[name] = round(flops / (sum(t) / len(t)) / 1e9, 1)
+                    t = sorted(t)
+                    med = (t[(len(t) - 1) // 2] + t[len(t) // 2]) / 2
+                    row[name] = round(flops / med / 1e9, 1)
+                    if a.rounds > 2:  # the spread: slowest and fastest round
+                        row[name + "_range"] = [round(flops / t[-1] / 1e9, 1), round(flops / t[0] / 1e9, 1)]
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     for (fam, d), variants in sorted(groups.items()):
