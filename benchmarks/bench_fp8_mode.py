@@ -6,10 +6,13 @@ Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_atte
   quant         flashcute.fp8.quantize_qkv of q and k (rotated) and v, impl="auto": the mode's
                 overhead (the compiled CUDA kernel where the library has it, else torch ops)
   quant-cuda    the same forced onto the compiled kernel (impl="cuda"): one launch for q, k, v
+  quant-vt      quant with v written as V^T (v_colmajor=True: what fp8-mode runs at d 128/256)
   quant-torch   the same through the torch ops (impl="torch"), for comparison
   fp8-kernel    the FP8 kernel alone on pre-quantized e4m3 q, k, v with descales
   fp8-mode      flashcute.flash_attn_func(q, k, v, fp8=True): quantize + rotate + attention
   fp8-mode-norot  the same with FP8Config(rotate=False)
+  fp8-mode-vtrans the same with FP8Config(v_colmajor=False): V transposed inside the kernel
+                rather than handed over as V^T (the default where it applies: d 128/256, bf16)
   bf16          flashcute.flash_attn_func on the bf16 inputs
   cudnn         torch SDPA with the cuDNN backend, bf16, contiguous (b, h, s, d) inputs
 plus fp8-mode's speedup over bf16 (the target: >= 1.1x at seqlen >= 4k, hdim 128) and
@@ -37,7 +40,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention import environment, make_timer, tflops  # noqa: E402  (same folder)
 
-COLUMNS = ("quant", "quant-cuda", "quant-torch", "fp8-kernel", "fp8-mode", "fp8-mode-norot", "bf16", "cudnn")
+COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-torch", "fp8-kernel", "fp8-mode", "fp8-mode-norot",
+           "fp8-mode-vtrans", "bf16", "cudnn")
 
 
 def _ints(text):
@@ -91,10 +95,11 @@ def runners(case, torch, flashcute):
     v8, vd = F.quantize(v, hk)
     bhsd = [t.transpose(1, 2).contiguous() for t in (q, k, v)]
     norot = F.FP8Config(rotate=False)
+    vtrans = F.FP8Config(v_colmajor=False)
 
-    def quant(impl):
+    def quant(impl, vt=False):
         def fn():
-            return F.quantize_qkv(q, k, v, rotate=True, impl=impl)
+            return F.quantize_qkv(q, k, v, rotate=True, impl=impl, v_colmajor=vt)
         return fn
 
     def cudnn():
@@ -105,11 +110,13 @@ def runners(case, torch, flashcute):
     return {
         "quant": quant("auto"),
         "quant-cuda": quant("cuda"),
+        "quant-vt": quant("auto", vt=True),
         "quant-torch": quant("torch"),
         "fp8-kernel": lambda: fai.flash_attn_func(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd,
                                                   v_descale=vd),
         "fp8-mode": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True),
         "fp8-mode-norot": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=norot),
+        "fp8-mode-vtrans": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=vtrans),
         "bf16": lambda: flashcute.flash_attn_func(q, k, v, causal=causal),
         "cudnn": cudnn,
     }
@@ -166,7 +173,7 @@ def main(argv=None):
                 torch.cuda.synchronize()
                 ms = bench(fns[col])
                 rec["ms"][col] = ms
-                if col in ("fp8-kernel", "fp8-mode", "fp8-mode-norot", "bf16", "cudnn"):
+                if col in ("fp8-kernel", "fp8-mode", "fp8-mode-norot", "fp8-mode-vtrans", "bf16", "cudnn"):
                     rec["tflops"][col] = tflops(case["flops"], ms)
             except Exception as e:  # noqa: BLE001  one column failing must not stop the sweep
                 rec["errors"][col] = f"{type(e).__name__}: {e}"[:300]

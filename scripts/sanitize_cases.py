@@ -65,6 +65,21 @@ def fp8_case(d, sq, sk, hq=2, hk=1, batch=2, **kw):
     return (out.double() - ref).abs().max().item()
 
 
+def fp8_vt_case(d, sq, sk, **kw):
+    """The FP8 kernel on V^T (the FP8 mode's path, flashcute.ops.v_colmajor) against the same
+    kernel transposing V itself: they must agree bitwise (returns the max difference)."""
+    from flashcute import ops
+    torch.manual_seed(sq + 3 * sk + d)
+    q8, k8, v8 = (torch.randn(2, s, h, d, device="cuda").to(torch.float8_e4m3fn) for s, h in ((sq, 4), (sk, 2), (sk, 2)))
+    outs = []
+    for vt in (None, ops.v_colmajor(v8)):
+        out = torch.full((2, sq, 4, d), float("nan"), device="cuda", dtype=torch.bfloat16)
+        lse = torch.full((2, 4, sq), float("nan"), device="cuda")
+        ops._fwd_into(q8, k8, v8, out, lse, vt=vt, **kw)
+        outs.append(out.float())
+    return (outs[0] - outs[1]).abs().nan_to_num(1e9).max().item()
+
+
 def fp8_cases():
     info = flashcute.build_info()
     if not info.get("fp8"):
@@ -82,6 +97,18 @@ def fp8_cases():
         ]
         print(f"sm90 e4m3 hdim {d}: max errors {['%.2e' % e for e in errs]}", flush=True)
         worst = max(worst, max(errs))
+    for d in (128, 256):  # the V^T kernels (dense, bf16 out)
+        if flashcute.supported(-1, "sm90", "e4m3", d):
+            diffs = [fp8_vt_case(d, 113, 203), fp8_vt_case(d, 203, 113, causal=True),
+                     fp8_vt_case(d, 130, 300, window_size=(40, 7))]
+            # the FP8 mode end to end: the CUDA quantizer writes V^T (x8_vt), the kernel reads it
+            torch.manual_seed(d)
+            x = torch.randn(2, 200, 2, d, device="cuda", dtype=torch.bfloat16)
+            on = flashcute.flash_attn_func(x, x, x, causal=True, fp8=True)
+            off = flashcute.flash_attn_func(x, x, x, causal=True, fp8=F.FP8Config(v_colmajor=False))
+            diffs.append((on.float() - off.float()).abs().nan_to_num(1e9).max().item())
+            print(f"sm90 e4m3 V^T hdim {d}: max |V^T - transposing| {['%.2e' % e for e in diffs]}", flush=True)
+            worst = max(worst, max(diffs) * 1e3)  # any difference fails
     return worst
 
 

@@ -1,6 +1,7 @@
 """CPU: the FP8 helpers (flashcute.fp8.quantize / hadamard), the FP8 kernel emulation
 (flashcute.reference.attention_fp8_emulated), the FP8 mode's argument validation, its fake
 (shape-only) path, and that torch.compile(fullgraph=True) traces the FP8 mode into one graph."""
+import ctypes
 import math
 
 import pytest
@@ -451,3 +452,69 @@ def test_fp8_mode_traces_into_one_graph(monkeypatch):
     q, k = rnd(1, 16, 4, HD), rnd(1, 16, 2, HD, seed=1)
     code = captured_graph_code(f, q, k, k)
     assert code.count("flashcute.fp8_quantize_qkv") == 1 and code.count("flashcute.fwd") == 1
+
+
+# ---- V^T for the FP8 kernel (flashcute.ops.v_colmajor) -------------------------------------------
+def _vt_key_of_position(p: int) -> int:
+    """The header's rule (flashcute_fwd_args.v_colmajor): position 16h + 4q + i of each 32 keys
+    holds key 16h + 8(i / 2) + 2q + i % 2."""
+    h, q, i = p // 16, (p % 16) // 4, p % 4
+    return 16 * h + 8 * (i // 2) + 2 * q + i % 2
+
+
+@pytest.mark.parametrize("s", [1, 31, 32, 70, 96])
+@pytest.mark.parametrize("dtype", [torch.float32, E4M3])
+def test_v_colmajor_layout(s, dtype):
+    from flashcute.ops import v_colmajor
+    b, hk, dv = 2, 3, 16
+    v = rnd(b, s, hk, dv, dtype=torch.float32, seed=s).add_(3.0).to(dtype)  # no zero keys
+    vt = v_colmajor(v)
+    sp = (s + 31) // 32 * 32
+    assert vt.shape == (b, hk, dv, sp) and vt.dtype == dtype and vt.is_contiguous()
+    assert sorted(_vt_key_of_position(p) for p in range(32)) == list(range(32))  # a permutation
+    vf, vtf = v.float(), vt.float()
+    for pos in range(sp):
+        key = pos // 32 * 32 + _vt_key_of_position(pos % 32)
+        want = vf[:, key].permute(1, 2, 0) if key < s else torch.zeros(hk, dv, b)  # (hk, dv, b)
+        assert torch.equal(vtf[:, :, :, pos].permute(1, 2, 0), want), (pos, key)
+
+
+def test_v_colmajor_c_abi_validation():
+    """The library refuses V^T inputs outside what it builds them for, before any device work."""
+    def args(**kw):
+        a = _lib.FwdArgs()
+        base = dict(struct_size=ctypes.sizeof(_lib.FwdArgs), q=0x10000, k=0x20000, v=0x30000, out=0x40000,
+                    q_batch_stride=8 * 128 * 64, q_row_stride=8 * 128, q_head_stride=128,
+                    k_batch_stride=2 * 128 * 64, k_row_stride=2 * 128, k_head_stride=128,
+                    v_batch_stride=2 * 128 * 64, v_row_stride=64, v_head_stride=128 * 64,
+                    out_batch_stride=8 * 128 * 64, out_row_stride=8 * 128, out_head_stride=128,
+                    batch=1, seqlen_q=64, seqlen_k=64, heads_q=8, heads_k=2, head_dim=128, head_dim_v=128,
+                    dtype=_lib.DTYPE_E4M3, out_dtype=_lib.DTYPE_BF16, softmax_scale=0.1, window_left=-1,
+                    window_right=-1, device=-1, v_colmajor=1)
+        base.update(kw)
+        for name, value in base.items():
+            setattr(a, name, value)
+        return a
+
+    for kw in (dict(out_dtype=_lib.DTYPE_FP16), dict(head_dim=64, head_dim_v=64), dict(head_dim_v=64),
+               dict(dtype=_lib.DTYPE_BF16, out_dtype=_lib.DTYPE_BF16), dict(backend=_lib.BACKEND_SM80)):
+        with pytest.raises(NotImplementedError, match="v_colmajor"):
+            _lib.fwd(args(**kw))
+    with pytest.raises(ValueError, match=r"v \(V\^T\).*row"):
+        _lib.fwd(args(v_row_stride=40))  # a d row is not 16-byte aligned
+
+
+def test_quantize_x8_vt_validation_and_fake_shapes():
+    ws = 0x40000
+    for kw in (dict(head_dim=64), dict(heads_k=1), dict(rotate=1)):
+        with pytest.raises(NotImplementedError, match="x8_vt"):
+            _lib.fp8_quantize([_abi_args(x8_vt=1, **kw)], ws, 4096, -1, 0)
+    with pytest.raises(ValueError, match=r"x8: row stride"):  # V^T rows (d) must be 16-byte aligned
+        _lib.fp8_quantize([_abi_args(x8_vt=1, x8_row_stride=40)], ws, 4096, -1, 0)
+    with pytest.raises(ValueError, match="v_colmajor"):
+        F.quantize_qkv(*(rnd(5, 2, 128) for _ in range(3)), cu_seqlens_q=torch.tensor([0, 5], dtype=torch.int32),
+                       cu_seqlens_k=torch.tensor([0, 5], dtype=torch.int32), v_colmajor=True)
+    with FakeTensorMode():
+        q, k = cu_empty(2, 33, 8, 128), cu_empty(2, 70, 2, 128)
+        q8, k8, v8, ds = F.quantize_qkv(q, k, k, v_colmajor=True)
+        assert v8.shape == (2, 2, 128, 96) and v8.dtype == E4M3 and k8.shape == k.shape

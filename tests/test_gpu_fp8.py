@@ -173,6 +173,67 @@ def test_fp8_kernel_deterministic_100_runs():
             assert torch.equal(out, first[0]) and torch.equal(lse, first[1])
 
 
+# ---- V^T inputs (FwdParams::v_colmajor: the FP8 mode's path) -------------------------------------
+@pytest.mark.parametrize("d", [128, 256])
+@pytest.mark.parametrize("sq,sk", [(300, 1), (300, 203), (1000, 4099)])  # 4099 keys: d=128's 192-key tile
+@pytest.mark.parametrize("mi", [0, 1, 2])
+def test_fp8_kernel_v_colmajor_bitwise(d, sq, sk, mi):
+    """The kernel on V^T (no in-kernel transpose) gives bitwise the in-kernel transpose's output
+    and LSE: the same bytes meet in the same WGMMAs. NaN-poisoned outputs; GQA; key counts that
+    are not multiples of 32 (V^T's zero padding)."""
+    from flashcute import ops
+    require_fp8(d)
+    (q8, qd), (k8, kd), (v8, vd) = quantized(2, sq, sk, 8, 2, d, seed=sk + mi)
+    res = []
+    for vt in (None, ops.v_colmajor(v8)):
+        out, lse = nan_out(q8, v8, False)
+        _fwd_into(q8, k8, v8, out, lse, descales=(qd, kd, vd), vt=vt, **MASKS[mi])
+        res.append((out, lse))
+    assert not res[1][0].isnan().any()
+    assert torch.equal(res[0][0], res[1][0]) and torch.equal(res[0][1], res[1][1])
+
+
+@pytest.mark.parametrize("d", [128, 256])
+@pytest.mark.parametrize("s", [1, 100, 4099])
+def test_quantize_v_colmajor_cuda_equals_torch(d, s):
+    """The CUDA quantizer writing V^T (x8_vt) = the torch path's v8 permuted by ops.v_colmajor,
+    bitwise, padding zero included; its output buffers poisoned with e4m3 NaN (0x7f) first."""
+    from flashcute import ops
+    require_fp8(d)
+    if not flashcute.build_info()["fp8_quantize"]:
+        pytest.skip("no CUDA quantizer in this build")
+    torch.manual_seed(s)
+    v = _randn(2, s, 3, d, dtype=BF) * 4
+    outs = [(torch.full(F._vt_shape(v), 0x7F, dtype=torch.uint8, device=DEVICE).view(E4M3),
+             torch.full((2, 3), math.nan, device=DEVICE))]
+    v8t, vd = F._quantize_cuda([(v, False)], 3, 0, outs=outs, vt_last=True)[0]
+    ref8, refd = F.quantize(v, 3, impl="torch")
+    assert torch.equal(vd, refd)
+    assert torch.equal(v8t.view(torch.uint8), ops.v_colmajor(ref8).view(torch.uint8))
+
+
+def test_fp8_mode_v_colmajor_bitwise_and_fallbacks(monkeypatch):
+    """FP8Config(v_colmajor=True) (the default) against False: bitwise equal where the V^T path
+    applies (d = 128 / 256, bf16, the kernel reading the quantizer's V^T), and not taken for fp16
+    results or other head dims."""
+    from flashcute import ops
+    seen = []
+    real = ops._launch
+    monkeypatch.setattr(ops, "_launch", lambda *a, **kw: seen.append(a[-1]) or real(*a, **kw))
+    for d, dtype, expect in ((128, BF, True), (256, BF, True), (128, torch.float16, False), (64, BF, False)):
+        require_fp8(d)
+        torch.manual_seed(d)
+        q, k, v = (_randn(2, 517, h, d, dtype=dtype) for h in (8, 2, 2))
+        seen.clear()
+        on = flashcute.flash_attn_func(q, k, v, causal=True, fp8=True, return_lse=True)
+        off = flashcute.flash_attn_func(q, k, v, causal=True, fp8=F.FP8Config(v_colmajor=False), return_lse=True)
+        assert seen == [expect, False], (d, dtype, seen)
+        assert torch.equal(on[0], off[0]) and torch.equal(on[1], off[1])
+        sdpa = flashcute.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                      is_causal=True, enable_gqa=True, fp8=True)
+        assert seen[-1] == expect and sdpa.shape == (2, 8, 517, d)
+
+
 # ---- the FP8 mode -------------------------------------------------------------------------------
 def mode_check(q, k, v, cfg, what, atol=1e-3, **kw):
     """The mode's output against float64 on the original inputs, 2x the emulated mode's error."""

@@ -276,7 +276,7 @@ _FWD_ARGS_PARAMS = dict(
     head_dim_v=31, dtype=1, out_dtype=2, softmax_scale=0.125, causal=1, window_left=-1, window_right=33,
     mask_align=1, softcap=2.5, cu_seqlens_q=0x6000, cu_seqlens_k=0x7000, seqused_k=0x8000, total_q=34,
     total_k=35, q_descale=0x9000, k_descale=0xA000, v_descale=0xB000, descale_strides=(36, 37), backend=2,
-    device=3, stream=0xC000)
+    device=3, stream=0xC000, v_colmajor=1)
 
 _EXPECTED_FIELDS = dict(
     struct_size=ctypes.sizeof(_lib.FwdArgs), q=0x1000, k=0x2000, v=0x3000, out=0x4000, lse=0x5000,
@@ -286,7 +286,7 @@ _EXPECTED_FIELDS = dict(
     heads_q=28, heads_k=29, head_dim=30, head_dim_v=31, dtype=1, out_dtype=2, softmax_scale=0.125, causal=1,
     window_left=-1, window_right=33, mask_align=1, softcap=2.5, cu_seqlens_q=0x6000, cu_seqlens_k=0x7000,
     seqused_k=0x8000, total_q=34, total_k=35, q_descale=0x9000, k_descale=0xA000, v_descale=0xB000,
-    descale_batch_stride=36, descale_head_stride=37, backend=2, device=3, stream=0xC000)
+    descale_batch_stride=36, descale_head_stride=37, backend=2, device=3, stream=0xC000, v_colmajor=1)
 
 
 def fields(a):
@@ -344,7 +344,7 @@ def test_launch_fills_every_field_dense(captured_args):
         softmax_scale=pytest.approx(0.3), causal=1, window_left=5, window_right=-1,
         mask_align=_lib.ALIGN_TOP_LEFT, softcap=1.5, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None,
         total_q=0, total_k=0, q_descale=None, k_descale=None, v_descale=None, descale_batch_stride=0,
-        descale_head_stride=0, backend=_lib.BACKEND_SM80, device=-1, stream=0xABC0)
+        descale_head_stride=0, backend=_lib.BACKEND_SM80, device=-1, stream=0xABC0, v_colmajor=0)
     assert captured_args == [expected]
 
 
@@ -369,7 +369,7 @@ def test_launch_fills_every_field_varlen_fp8(captured_args):
         window_right=-1, mask_align=_lib.ALIGN_BOTTOM_RIGHT, softcap=0.0, cu_seqlens_q=cq.data_ptr(),
         cu_seqlens_k=ck.data_ptr(), seqused_k=used.data_ptr(), total_q=tq, total_k=tk,
         q_descale=qd.data_ptr(), k_descale=None, descale_batch_stride=hk, descale_head_stride=1,
-        backend=_lib.BACKEND_AUTO, device=-1, stream=0xABC0)
+        backend=_lib.BACKEND_AUTO, device=-1, stream=0xABC0, v_colmajor=0)
 
 
 # ---- _kernel_ready -----------------------------------------------------------------------------

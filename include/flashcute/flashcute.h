@@ -114,6 +114,15 @@ typedef struct flashcute_fwd_args {
   int32_t backend; /* flashcute_backend */
   int32_t device;  /* CUDA device ordinal the pointers live on; -1 = the current device */
   void* stream;    /* cudaStream_t; NULL = the legacy default stream */
+
+  /* Appended in 0.1 (older callers send a smaller struct_size: 0).
+   * v_colmajor nonzero: v is V^T, for e4m3 inputs in the dense layout on the sm90 backend, with
+   * (head_dim, head_dim_v) (128, 128) or (256, 256) and bf16 out:
+   * (batch, heads_k, head_dim_v, round_up(seqlen_k, 32)) with strides v_batch_stride,
+   * v_head_stride, v_row_stride (from one d to the next) and 1; within each 32 keys, position
+   * 16h + 4q + i holds key 16h + 8(i / 2) + 2q + i % 2 (h < 2, q < 4, i < 4: the register layout
+   * of P in the FP8 kernel); padding keys are zero. The kernel then skips its V transpose. */
+  int32_t v_colmajor;
 } flashcute_fwd_args;
 
 /* The library's own sizeof(flashcute_fwd_args); callers compare it with theirs. */
@@ -177,6 +186,13 @@ typedef struct flashcute_fp8_quantize_args {
   int32_t dtype;    /* flashcute_dtype of x: FP16 or BF16 (all tensors of one call alike) */
   int32_t rotate;   /* nonzero: rotate first (head_dim 64, 128 or 256) */
   uint32_t rotation_signs[8]; /* the signs s of the rotation, one bit per coordinate (see above) */
+
+  /* Appended in 0.1 (older callers send a smaller struct_size: 0).
+   * x8_vt nonzero (heads == heads_k, head_dim 128 or 256, no rotation): x8 is written as V^T for the FP8
+   * kernel (flashcute_fwd_args.v_colmajor): (batch, heads, head_dim, round_up(seqlen, 32)) with
+   * strides x8_batch_stride, x8_head_stride, x8_row_stride (from one d to the next) and 1, the
+   * keys of each 32 permuted as flashcute_fwd_args.v_colmajor says, padding keys zero. */
+  int32_t x8_vt;
 } flashcute_fp8_quantize_args;
 
 /* The library's own sizeof(flashcute_fp8_quantize_args). */

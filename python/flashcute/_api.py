@@ -22,10 +22,11 @@ _FP8_DOC = """
 """
 
 
-def _fp8_inputs(q, k, v, cfg, cu_seqlens_q=None, cu_seqlens_k=None):
-    """(q8, k8, v8, (q_descale, k_descale, v_descale)) for the FP8 mode; FA layout views in."""
+def _fp8_inputs(q, k, v, cfg, cu_seqlens_q=None, cu_seqlens_k=None, v_colmajor=False):
+    """(q8, k8, v8, (q_descale, k_descale, v_descale)) for the FP8 mode; FA layout views in.
+    v_colmajor: v8 as V^T (fp8.v_colmajor_applies decided it)."""
     return _fp8.quantize_qkv(q, k, v, rotate=cfg.rotate, seed=cfg.seed, cu_seqlens_q=cu_seqlens_q,
-                             cu_seqlens_k=cu_seqlens_k)
+                             cu_seqlens_k=cu_seqlens_k, v_colmajor=v_colmajor)
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -52,12 +53,14 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, 
                          causal=causal, backend=backend, fp8_mode=cfg)
     V.check_cuda("q", q)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
-    descales, out_dtype = (None, None, None), None
+    descales, out_dtype, vt = (None, None, None), None, False
     if cfg is not None:
         out_dtype = q.dtype
-        q, k, v, descales = _fp8_inputs(q, k, v, cfg)
+        vt = _fp8.v_colmajor_applies(q, k, v, cfg, backend)
+        q, k, v, descales = _fp8_inputs(q, k, v, cfg, v_colmajor=vt)
     out, lse = call_fwd(q, k, v, softmax_scale=scale, causal=causal, window_left=wl, window_right=wr,
-                        softcap=softcap, top_left=False, backend=backend, descales=descales, out_dtype=out_dtype)
+                        softcap=softcap, top_left=False, backend=backend, descales=descales, out_dtype=out_dtype,
+                        v_is_vt=vt)
     return (out, lse) if return_lse else out
 
 
@@ -150,12 +153,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                          fp8_mode=cfg)
     V.check_cuda("query", query)
     s = q.shape[-1] ** -0.5 if scale is None else scale
-    descales, out_dtype = (None, None, None), None
+    descales, out_dtype, vt = (None, None, None), None, False
     if cfg is not None:
         out_dtype = q.dtype
-        q, k, v, descales = _fp8_inputs(q, k, v, cfg)
+        vt = _fp8.v_colmajor_applies(q, k, v, cfg, "auto")
+        q, k, v, descales = _fp8_inputs(q, k, v, cfg, v_colmajor=vt)
     out, _ = call_fwd(q, k, v, softmax_scale=s, causal=bool(is_causal), window_left=wl, window_right=wr,
-                      softcap=0.0, top_left=True, backend="auto", descales=descales, out_dtype=out_dtype)
+                      softcap=0.0, top_left=True, backend="auto", descales=descales, out_dtype=out_dtype,
+                      v_is_vt=vt)
     return out.transpose(1, 2)
 
 

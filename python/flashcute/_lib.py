@@ -101,6 +101,7 @@ class FwdArgs(ctypes.Structure):
         ("backend", _i32),
         ("device", _i32),
         ("stream", ctypes.c_void_p),  # cudaStream_t
+        ("v_colmajor", _i32),  # e4m3 dense: v is the permuted, padded V^T (flashcute.fp8.v_colmajor)
     ]
 
 
@@ -123,6 +124,7 @@ class Fp8QuantizeArgs(ctypes.Structure):
         ("dtype", _i32),
         ("rotate", _i32),
         ("rotation_signs", ctypes.c_uint32 * 8),
+        ("x8_vt", _i32),  # x8 written as V^T (flashcute.fp8.quantize_qkv(..., v_colmajor=True))
     ]
 
 
@@ -158,7 +160,8 @@ def fwd_args(q, k, v, out, lse, q_strides, k_strides, v_strides, out_strides, ls
              batch, seqlen_q, seqlen_k, heads_q, heads_k, head_dim, head_dim_v, dtype, out_dtype,
              softmax_scale, causal, window_left, window_right, mask_align, softcap,
              cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
-             q_descale, k_descale, v_descale, descale_strides, backend, device, stream) -> FwdArgs:
+             q_descale, k_descale, v_descale, descale_strides, backend, device, stream,
+             v_colmajor=0) -> FwdArgs:
     """A FwdArgs with every field set (struct_size included), in the header's field order.
     Pointers are ints (0 = NULL); q/k/v/out_strides are (batch, row, head) triples, lse_strides
     and descale_strides (batch, head) pairs. Packed in one struct.pack; values that struct refuses
@@ -168,7 +171,7 @@ def fwd_args(q, k, v, out, lse, q_strides, k_strides, v_strides, out_strides, ls
               *lse_strides, batch, seqlen_q, seqlen_k, heads_q, heads_k, head_dim, head_dim_v, dtype,
               out_dtype, softmax_scale, causal, window_left, window_right, mask_align, softcap,
               cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k, q_descale, k_descale, v_descale,
-              *descale_strides, backend, device, stream)
+              *descale_strides, backend, device, stream, v_colmajor)
     try:
         return FwdArgs.from_buffer_copy(_FWD_STRUCT.pack(*values))
     except (struct.error, OverflowError):

@@ -76,6 +76,12 @@ class FP8Config:
     seed: which rotation (the random signs of R). The same seed gives the same R everywhere,
       so results are reproducible; any seed is equally good.
 
+    v_colmajor: on Hopper, for dense inputs with head dim 128 or 256 and a bf16 result, hand the
+      kernel V transposed (flashcute.ops.v_colmajor: one permuting copy of the e4m3 V) so that
+      it skips its own in-kernel V transpose; elsewhere it has no effect. The result is bitwise
+      the same either way (the kernel multiplies the same bytes in the same order); off only
+      to compare the two paths.
+
     q, k and v are always quantized with one scale per (batch, heads_k) -- the granularity the
     kernel's descales have; there is deliberately no block-wise option (the kernel could not
     honour it).
@@ -83,10 +89,13 @@ class FP8Config:
 
     rotate: bool = True
     seed: int = 0
+    v_colmajor: bool = True
 
     def __post_init__(self):
         if not isinstance(self.rotate, bool):
             raise TypeError(f"fp8: FP8Config.rotate must be a bool, got {type(self.rotate).__name__}")
+        if not isinstance(self.v_colmajor, bool):
+            raise TypeError(f"fp8: FP8Config.v_colmajor must be a bool, got {type(self.v_colmajor).__name__}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"fp8: FP8Config.seed must be an int, got {type(self.seed).__name__}")
         if not 0 <= self.seed < 2 ** 63:
@@ -94,6 +103,31 @@ class FP8Config:
 
 
 _DEFAULT_CONFIG = FP8Config()
+
+# (device, backend, head dim) -> whether the FP8 mode's V^T path applies there: the forward
+# resolves to the sm90 kernel (which has the V^T variants) and the CUDA quantizer runs (it
+# writes V^T as it casts; a separate permuting copy would cost more than the kernel saves, run
+# 67). Filled by eager calls: under torch.compile an unseen key reads as "no" (no ctypes call in
+# traced code), which gives the same result bitwise.
+_VT_PATH: dict = {}
+
+
+def v_colmajor_applies(q, k, v, cfg, backend) -> bool:
+    """Whether the FP8 mode hands this dense call's v to the kernel as V^T (FP8Config.v_colmajor)."""
+    if cfg is None or not cfg.v_colmajor or q.dim() != 4 or q.dtype != torch.bfloat16 or k.shape[1] == 0:
+        return False
+    d = q.shape[-1]
+    if d not in _ops.VT_HEAD_DIMS or v.shape[-1] != d or k.shape[-2] != v.shape[-2] or not q.is_cuda:
+        return False
+    key = (q.get_device(), backend, d)
+    hit = _VT_PATH.get(key)
+    if hit is None:
+        if torch.compiler.is_compiling():
+            return False
+        hit = (_lib.supported(key[0], backend, _lib.DTYPE_E4M3, d, d).backend == "sm90"
+               and bool(_lib.fp8_quantize_supported(key[0], _lib.DTYPE_BF16, d, False)))
+        _VT_PATH[key] = hit
+    return hit
 
 
 def resolve_config(fp8) -> Optional[FP8Config]:
@@ -391,20 +425,29 @@ def _sign_bits(d: int, seed: int) -> Tuple[int, ...]:
     return tuple(words)
 
 
-def _quantize_cuda(jobs, heads_k, seed, outs=None):
+def _vt_shape(x):
+    """V^T's shape for x (b, s, hk, d): (b, hk, d, round_up(s, 32)) (flashcute.ops.v_colmajor)."""
+    b, s, h, d = x.shape
+    return (b, h, d, (s + 31) // 32 * 32)
+
+
+def _quantize_cuda(jobs, heads_k, seed, outs=None, vt_last=False):
     """[(x, rotate), ...] (dense (b, s, h, d) CUDA bf16/fp16 views, one dtype, one device) ->
     [(x8, descale), ...] through one flashcute_fp8_quantize launch. outs: preallocated contiguous
-    (x8, descale) pairs to fill instead (tests poison them first)."""
+    (x8, descale) pairs to fill instead (tests poison them first). vt_last: the last job's x8 is
+    written as V^T (_vt_shape; heads == heads_k, head dim 128 / 256)."""
     dev = jobs[0][0].device
     if outs is None:
-        outs = [(torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=dev),
-                 torch.empty((x.shape[0], heads_k), dtype=torch.float32, device=dev)) for x, _ in jobs]
+        outs = [(torch.empty(_vt_shape(x) if vt_last and i == len(jobs) - 1 else x.shape, dtype=torch.float8_e4m3fn,
+                             device=dev),
+                 torch.empty((x.shape[0], heads_k), dtype=torch.float32, device=dev)) for i, (x, _) in enumerate(jobs)]
     args, keep = [], []
-    for (x, rotate), (x8, descale) in zip(jobs, outs):
+    for i, ((x, rotate), (x8, descale)) in enumerate(zip(jobs, outs)):
         b, s, h, d = x.shape
-        if x8.shape != x.shape or not x8.is_contiguous() or descale.shape != (b, heads_k) \
-                or not descale.is_contiguous():
-            raise ValueError("outs: contiguous x8 of x's shape and descale (batch, heads_k) expected")
+        vt = vt_last and i == len(jobs) - 1
+        if tuple(x8.shape) != (_vt_shape(x) if vt else tuple(x.shape)) or not x8.is_contiguous() \
+                or descale.shape != (b, heads_k) or not descale.is_contiguous():
+            raise ValueError("outs: contiguous x8 of x's shape (V^T's for vt_last) and descale (batch, heads_k) expected")
         if b == 0:
             continue  # nothing to read or write
         a = _lib.Fp8QuantizeArgs()
@@ -413,7 +456,11 @@ def _quantize_cuda(jobs, heads_k, seed, outs=None):
             keep.append(x)
             a.x, a.x8 = x.data_ptr(), x8.data_ptr()
             a.x_batch_stride, a.x_row_stride, a.x_head_stride = xs[0], xs[1], xs[2]
-            a.x8_batch_stride, a.x8_row_stride, a.x8_head_stride = s * h * d, h * d, d
+            if vt:  # (b, h, d, keys): the row stride steps d
+                a.x8_batch_stride, a.x8_head_stride, a.x8_row_stride = x8.stride(0), x8.stride(1), x8.stride(2)
+            else:
+                a.x8_batch_stride, a.x8_row_stride, a.x8_head_stride = s * h * d, h * d, d
+        a.x8_vt = int(vt)
         a.descale = descale.data_ptr()
         a.descale_batch_stride, a.descale_head_stride = heads_k, 1
         a.batch, a.seqlen, a.heads, a.heads_k, a.head_dim = b, s, h, heads_k, d
@@ -442,10 +489,20 @@ def _quantize_impl(x, heads_k, rotate, seed, cu_seqlens, impl="auto"):
     return _quantize_torch(x, heads_k, rotate, seed, cu_seqlens)
 
 
-def _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl="auto"):
+def _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl="auto", v_vt=False):
     """The FP8 mode's three quantizations: on the CUDA path in one launch (those of the three it
     can take; the others on the torch path), on the Triton path with one zero-filled amax buffer
-    for all three (one memset, then two launches per tensor)."""
+    for all three (one memset, then two launches per tensor). v_vt: v8 as V^T (dense v with
+    heads_k heads; written so by the CUDA path, else permuted after)."""
+    if v_vt:
+        res = None
+        if all(_use_cuda(t, None, r, impl) for t, r in ((q, rotate), (k, rotate), (v, False))) \
+                and q.dtype == k.dtype == v.dtype:
+            (q8, qd), (k8, kd), (v8, vd) = _quantize_cuda([(q, rotate), (k, rotate), (v, False)], heads_k, seed,
+                                                          vt_last=True)
+            return q8, k8, v8, qd, kd, vd
+        q8, k8, v8, qd, kd, vd = _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, None, None, impl)
+        return q8, k8, _ops.v_colmajor(v8), qd, kd, vd
     jobs = ((q, rotate, cu_seqlens_q), (k, rotate, cu_seqlens_k), (v, False, cu_seqlens_k))
     if impl == "triton" and all(_use_triton(t, cu, impl) for t, _, cu in jobs):
         amax = torch.zeros(3, q.shape[0], heads_k, dtype=torch.float32, device=q.device)
@@ -485,26 +542,32 @@ def _fp8_quantize_fake(x, heads_k, rotate, seed, cu_seqlens, impl):
 @torch.library.custom_op("flashcute::fp8_quantize_qkv", mutates_args=())
 def _fp8_quantize_qkv_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads_k: int, rotate: bool, seed: int,
                          cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
-                         impl: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-                                             torch.Tensor]:
+                         impl: str, v_vt: bool = False) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                                 torch.Tensor, torch.Tensor, torch.Tensor]:
     """The FP8 mode's quantization of q, k (rotated when `rotate`) and v in one op call: one
-    Python dispatch instead of three keeps the host overhead below the GPU time."""
-    return _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl)
+    Python dispatch instead of three keeps the host overhead below the GPU time. v_vt: v8 as V^T."""
+    return _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl, v_vt)
 
 
 @_fp8_quantize_qkv_op.register_fake
-def _fp8_quantize_qkv_fake(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl):
+def _fp8_quantize_qkv_fake(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl, v_vt=False):
     out = []
     for t, cu in ((q, cu_seqlens_q), (k, cu_seqlens_k), (v, cu_seqlens_k)):
         out.append(_fp8_quantize_fake(t, heads_k, rotate, seed, cu, impl))
-    return out[0][0], out[1][0], out[2][0], out[0][1], out[1][1], out[2][1]
+    v8 = v.new_empty(_vt_shape(v), dtype=torch.float8_e4m3fn) if v_vt else out[2][0]
+    return out[0][0], out[1][0], v8, out[0][1], out[1][1], out[2][1]
 
 
-def quantize_qkv(q, k, v, *, rotate=True, seed=0, cu_seqlens_q=None, cu_seqlens_k=None, impl="auto"):
+def quantize_qkv(q, k, v, *, rotate=True, seed=0, cu_seqlens_q=None, cu_seqlens_k=None, impl="auto",
+                 v_colmajor=False):
     """The FP8 mode's inputs: (q8, k8, v8, (q_descale, k_descale, v_descale)) from FA-layout q
     (b, s, hq, d) / k, v (b, s, hk, .) -- or packed (total, h, d) with cu_seqlens -- with
-    heads_k = k's heads (q's scale per GQA group), q and k rotated by the same seeded R."""
-    args = (q, k, v, k.shape[-2], rotate, int(seed), cu_seqlens_q, cu_seqlens_k, impl)
+    heads_k = k's heads (q's scale per GQA group), q and k rotated by the same seeded R.
+    v_colmajor (dense only): v8 comes as V^T for the FP8 kernel, (b, hk, dv, round_up(s, 32)) in
+    flashcute.ops.v_colmajor's layout (written so by the CUDA quantizer)."""
+    if v_colmajor and (cu_seqlens_k is not None or v.dim() != 4):
+        raise ValueError("v_colmajor: V^T output is for dense (batch, seqlen, heads, head_dim) inputs")
+    args = (q, k, v, k.shape[-2], rotate, int(seed), cu_seqlens_q, cu_seqlens_k, impl, bool(v_colmajor))
     if _ops._dispatcher_adds_nothing((q, k, v, cu_seqlens_q, cu_seqlens_k)):  # plain eager: skip the dispatcher
         x8 = _quantize_qkv_impl(*args)
     else:

@@ -106,10 +106,35 @@ def _stream_handle(t: torch.Tensor) -> int:
     return torch.cuda.current_stream(t.device).cuda_stream
 
 
+# ---- V^T inputs of the sm90 FP8 kernel (FwdParams::v_colmajor) ----------------------------------
+# Where the FP8 mode makes v itself, its quantizer writes V^T so that the kernel skips its
+# in-smem V transpose (6-9 % of e4m3 d=256, 2-4 % of d=128: runs 67-68 in benchmarks/RESULTS.md).
+# The kernel's P register layout wants each 32 keys permuted: key 16h + 8j + 2q + r (h, j, r < 2;
+# q < 4) goes to position 16h + 4q + 2j + r, i.e. the index bits (h, j, q, r) reordered to
+# (h, q, j, r). v_colmajor below is that layout as torch ops (the torch quantize path and the
+# tests); the CUDA quantizer writes it directly (x8_vt).
+VT_HEAD_DIMS = (128, 256)  # the (d, d) shapes built with a V^T kernel (sm90/fwd_launch.cuh)
+
+
+def v_colmajor(v: torch.Tensor) -> torch.Tensor:
+    """(b, s, hk, dv) -> (b, hk, dv, round_up(s, 32)) contiguous: V^T with each 32 keys in the
+    FP8 kernel's P order (above), padding keys zero. Any dtype (float8 is moved as bytes)."""
+    b, s, hk, dv = v.shape
+    sp = (s + 31) // 32 * 32
+    as_bytes = v.dtype == getattr(torch, "float8_e4m3fn", None)  # pad has no float8 kernel
+    x = v.view(torch.uint8) if as_bytes else v
+    if sp != s:
+        x = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, sp - s))  # zero keys s .. sp-1
+    x = x.reshape(b, sp // 32, 2, 2, 4, 2, hk, dv)  # (b, group, h, j, q, r, hk, dv)
+    vt = x.permute(0, 6, 7, 1, 2, 4, 3, 5).reshape(b, hk, dv, sp)  # (b, hk, dv, group, h, q, j, r)
+    return vt.view(v.dtype) if as_bytes else vt
+
+
 def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
             q_descale, k_descale, v_descale, softmax_scale, causal, window_left, window_right,
-            softcap, top_left, backend) -> None:
-    """Fill out (and lse) with the forward attention. Inputs are already validated."""
+            softcap, top_left, backend, v_is_vt=False) -> None:
+    """Fill out (and lse) with the forward attention. Inputs are already validated.
+    v_is_vt: v is V^T (v_colmajor's layout; e4m3, dense; the FP8 mode makes it)."""
     if not (q.is_cuda and k.is_cuda and v.is_cuda and out.is_cuda and lse.is_cuda):
         for n, t in (("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse)):
             V.check_cuda(n, t)
@@ -153,6 +178,8 @@ def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen
     if seqused_k is not None:
         keep.append(seqused_k.contiguous())
         used = keep[-1].data_ptr()
+    if v_is_vt:  # (b, hk, dv, keys): (batch, row = d, head) strides, dv from its third dim
+        vs, vsh = (v.stride(0), v.stride(2), v.stride(1)), (vsh[0], vsh[3], vsh[1], vsh[2])
     descale_ptrs, descale_strides = [0, 0, 0], (0, 0)
     if q_descale is not None or k_descale is not None or v_descale is not None:
         for i, t in enumerate((q_descale, k_descale, v_descale)):
@@ -169,14 +196,14 @@ def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen
         _lib.ALIGN_TOP_LEFT if top_left else _lib.ALIGN_BOTTOM_RIGHT, softcap,
         cu_q, cu_k, used, total_q, total_k,
         descale_ptrs[0], descale_ptrs[1], descale_ptrs[2], descale_strides,
-        _lib.BACKENDS[backend], q.get_device(), _stream_handle(q))
+        _lib.BACKENDS[backend], q.get_device(), _stream_handle(q), int(bool(v_is_vt)))
     _lib.fwd(args)
     del keep
 
 
-def _alloc_outputs(q, v, varlen, out_dtype):
+def _alloc_outputs(q, v, varlen, out_dtype, v_is_vt=False):
     od = _out_dtype_for(q.dtype, out_dtype)
-    hq, dv = q.shape[-2], v.shape[-1]
+    hq, dv = q.shape[-2], v.shape[2] if v_is_vt else v.shape[-1]
     # new_empty: q's device without building a torch.device object (cheaper than device=q.device)
     if varlen:
         total_q = q.shape[0]
@@ -191,13 +218,13 @@ def _alloc_outputs(q, v, varlen, out_dtype):
 
 def _fwd_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
               q_descale, k_descale, v_descale, softmax_scale, causal, window_left, window_right,
-              softcap, top_left, backend, out_dtype):
+              softcap, top_left, backend, out_dtype, v_is_vt=False):
     """The op's implementation (allocate out and lse, launch); call_fwd calls it directly when
     the dispatcher would add nothing (see _dispatcher_adds_nothing)."""
-    out, lse = _alloc_outputs(q, v, cu_seqlens_q is not None, out_dtype)
+    out, lse = _alloc_outputs(q, v, cu_seqlens_q is not None, out_dtype, v_is_vt)
     _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
             q_descale, k_descale, v_descale, softmax_scale, causal, window_left, window_right,
-            softcap, top_left, backend)
+            softcap, top_left, backend, v_is_vt)
     return out, lse
 
 
@@ -222,17 +249,18 @@ def fwd(
     top_left: bool,
     backend: str,
     out_dtype: Optional[torch.dtype],
+    v_is_vt: bool = False,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     return _fwd_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
                      q_descale, k_descale, v_descale, softmax_scale, causal, window_left, window_right,
-                     softcap, top_left, backend, out_dtype)
+                     softcap, top_left, backend, out_dtype, v_is_vt)
 
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
               q_descale, k_descale, v_descale, softmax_scale, causal, window_left, window_right,
-              softcap, top_left, backend, out_dtype):
-    return _alloc_outputs(q, v, cu_seqlens_q is not None, out_dtype)
+              softcap, top_left, backend, out_dtype, v_is_vt=False):
+    return _alloc_outputs(q, v, cu_seqlens_q is not None, out_dtype, v_is_vt)
 
 
 def _setup_context(ctx, inputs, output):
@@ -288,15 +316,15 @@ def _dispatcher_adds_nothing(tensors) -> bool:
 
 def call_fwd(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None, max_seqlen_q=0,
              max_seqlen_k=0, descales=(None, None, None), softmax_scale, causal, window_left,
-             window_right, softcap, top_left, backend, out_dtype=None):
+             window_right, softcap, top_left, backend, out_dtype=None, v_is_vt=False):
     """Call the op (or, in plain eager calls, its implementation: _dispatcher_adds_nothing), with
     a copy of a non-contiguous last dim done here (traceable), so the op itself only copies for
-    alignment."""
+    alignment. v_is_vt: v is the FP8 mode's V^T (v_colmajor's layout)."""
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):  # (the cheap common case first)
         q, k, v = [t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v)]
     args = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, int(max_seqlen_q), int(max_seqlen_k),
             descales[0], descales[1], descales[2], float(softmax_scale), bool(causal), int(window_left),
-            int(window_right), float(softcap), bool(top_left), backend, out_dtype)
+            int(window_right), float(softcap), bool(top_left), backend, out_dtype, bool(v_is_vt))
     if _dispatcher_adds_nothing((q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, *args[8:11])):
         return _fwd_impl(*args)
     return torch.ops.flashcute.fwd(*args)
@@ -304,9 +332,10 @@ def call_fwd(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None, m
 
 def _fwd_into(q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None,
               max_seqlen_q=0, max_seqlen_k=0, softmax_scale=None, causal=False, window_size=(-1, -1),
-              softcap=0.0, top_left=False, backend="auto", descales=(None, None, None)):
+              softcap=0.0, top_left=False, backend="auto", descales=(None, None, None), vt=None):
     """Test hook: validate, then run the forward into caller-provided buffers (e.g. NaN-filled,
-    so an element the kernel forgets to write fails the test). Not part of the public API."""
+    so an element the kernel forgets to write fails the test). Not part of the public API.
+    vt: V^T of v (v_colmajor's layout) to run the kernel on instead of v (v is still validated)."""
     varlen = cu_seqlens_q is not None
     wl, wr = V.check_fwd(q, k, v, varlen=varlen, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                          max_seqlen_q=max_seqlen_q if varlen else None,
@@ -320,7 +349,7 @@ def _fwd_into(q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, sequse
         if tuple(t.shape) != tuple(w.shape) or t.dtype != w.dtype:
             raise ValueError(f"{n}: got shape {tuple(t.shape)} {t.dtype}, expected {tuple(w.shape)} {w.dtype}")
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else softmax_scale
-    _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k,
-            descales[0], descales[1], descales[2], float(scale), causal, wl, wr, float(softcap),
-            top_left, backend)
+    _launch(q, k, v if vt is None else vt, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
+            max_seqlen_k, descales[0], descales[1], descales[2], float(scale), causal, wl, wr, float(softcap),
+            top_left, backend, vt is not None)
     return out, lse

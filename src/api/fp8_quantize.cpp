@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -19,7 +20,8 @@ namespace {
 
 static_assert(Fp8QuantizeParams::kMaxTensors == FLASHCUTE_FP8_QUANTIZE_MAX_TENSORS, "header and params agree");
 
-constexpr uint64_t kQuantArgsSizeV1 = sizeof(flashcute_fp8_quantize_args);
+// The first layout: everything up to rotation_signs (x8_vt was appended after it).
+constexpr uint64_t kQuantArgsSizeV1 = offsetof(flashcute_fp8_quantize_args, rotation_signs) + 8 * sizeof(uint32_t);
 constexpr const char* kBuildHint =
     "the FP8 quantization kernel is built with the FP8 kernels (CMake: FLASHCUTE_FP8=ON and 90a in "
     "FLASHCUTE_CUDA_ARCHS, with FLASHCUTE_BUILD_KERNELS=ON)";
@@ -55,16 +57,18 @@ flashcute_status read_tensor(int i, const flashcute_fp8_quantize_args* in, flash
 // One (batch, seqlen, heads, head_dim) operand: 16-byte aligned pointer and row strides (the
 // kernel moves 16 bytes of x and 8 bytes of x8 at a time), non-negative strides, no int64
 // overflow of the largest offset.
+// x8 as V^T (vt): rows are the head_dim coordinates, each round_up(seqlen, 32) keys long.
 flashcute_status check_operand(int i, const char* name, const void* ptr, int elem_bytes, int64_t batch_stride,
-                               int64_t row_stride, int64_t head_stride, const flashcute_fp8_quantize_args& a) {
+                               int64_t row_stride, int64_t head_stride, const flashcute_fp8_quantize_args& a,
+                               bool vt = false) {
   if (!ptr) return fail(FLASHCUTE_ERROR_INVALID_ARGUMENT, "tensors[%d].%s: pointer is NULL", i, name);
   if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
     return fail(FLASHCUTE_ERROR_INVALID_ARGUMENT, "tensors[%d].%s: data pointer %p is not 16-byte aligned", i, name, ptr);
   const int64_t vec = 16 / elem_bytes;
   const int64_t strides[3] = {batch_stride, row_stride, head_stride};
-  const int64_t counts[3] = {a.batch, a.seqlen, a.heads};
+  const int64_t counts[3] = {a.batch, vt ? a.head_dim : a.seqlen, a.heads};
   const char* which[3] = {"batch", "row", "head"};
-  int64_t extent = a.head_dim - 1, term;
+  int64_t extent = (vt ? (int64_t(a.seqlen) + 31) / 32 * 32 : a.head_dim) - 1, term;
   for (int s = 0; s < 3; ++s) {
     if (strides[s] < 0)
       return fail(FLASHCUTE_ERROR_INVALID_ARGUMENT, "tensors[%d].%s: %s stride %lld is negative", i, name, which[s],
@@ -98,6 +102,10 @@ flashcute_status validate_tensor(int i, const flashcute_fp8_quantize_args& a, in
                 "tensors[%d].rotate: the kernel rotates head dims 64, 128 and 256 (Sylvester Hadamard); head dim %d "
                 "needs the torch path (flashcute.fp8.quantize(..., impl=\"torch\"))",
                 i, a.head_dim);
+  if (a.x8_vt && (a.heads != a.heads_k || (a.head_dim != 128 && a.head_dim != 256) || a.rotate))
+    return fail(FLASHCUTE_ERROR_UNSUPPORTED,
+                "tensors[%d].x8_vt: V^T output takes head dims 128 and 256, heads == heads_k and no rotation "
+                "(got head dim %d, heads %d / %d, rotate %d)", i, a.head_dim, a.heads, a.heads_k, a.rotate);
   if (a.batch == 0) return FLASHCUTE_OK;  // nothing is read or written
   if (!a.descale) return fail(bad, "tensors[%d].descale: pointer is NULL", i);
   if (reinterpret_cast<uintptr_t>(a.descale) % 4)
@@ -108,7 +116,7 @@ flashcute_status validate_tensor(int i, const flashcute_fp8_quantize_args& a, in
   flashcute_status s;
   if ((s = check_operand(i, "x", a.x, 2, a.x_batch_stride, a.x_row_stride, a.x_head_stride, a)) != FLASHCUTE_OK)
     return s;
-  return check_operand(i, "x8", a.x8, 1, a.x8_batch_stride, a.x8_row_stride, a.x8_head_stride, a);
+  return check_operand(i, "x8", a.x8, 1, a.x8_batch_stride, a.x8_row_stride, a.x8_head_stride, a, a.x8_vt != 0);
 }
 
 int64_t slots_of(const flashcute_fp8_quantize_args& a) { return int64_t(a.batch) * a.heads_k; }
@@ -143,6 +151,7 @@ void fill_tensor(const flashcute_fp8_quantize_args& a, Fp8QuantizeTensor* t) {
   t->descale_batch_stride = a.descale_batch_stride, t->descale_head_stride = a.descale_head_stride;
   t->batch = a.batch, t->seqlen = a.seqlen, t->heads = a.heads, t->heads_k = a.heads_k, t->head_dim = a.head_dim;
   t->rotate = a.rotate != 0;
+  t->x8_vt = a.x8_vt != 0;
   std::memcpy(t->rotation_signs, a.rotation_signs, sizeof(t->rotation_signs));
   // The torch path's descale = amax * (norm / 448): norm / 448 in double (Python floats), then
   // rounded to fp32 once (torch multiplies an fp32 tensor by the scalar in fp32).

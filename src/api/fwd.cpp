@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -17,7 +18,8 @@ namespace flashcute::api {
 namespace {
 
 // The size of the first released struct (ABI version 1). Callers send at least this much.
-constexpr uint64_t kFwdArgsSizeV1 = sizeof(flashcute_fwd_args);
+// The first layout: everything up to stream (v_colmajor was appended after it).
+constexpr uint64_t kFwdArgsSizeV1 = offsetof(flashcute_fwd_args, stream) + sizeof(void*);
 constexpr float kLog2e = 1.4426950408889634f;
 
 int element_bytes(int dtype) { return dtype == FLASHCUTE_DTYPE_E4M3 ? 1 : 2; }
@@ -140,8 +142,18 @@ flashcute_status validate(const flashcute_fwd_args& a) {
                          rows_q, a.heads_q, a.head_dim)) != FLASHCUTE_OK) return s;
   if ((s = check_operand("k", a.k, eb, varlen, a.k_batch_stride, a.k_row_stride, a.k_head_stride, a.batch,
                          rows_k, a.heads_k, a.head_dim)) != FLASHCUTE_OK) return s;
-  if ((s = check_operand("v", a.v, eb, varlen, a.v_batch_stride, a.v_row_stride, a.v_head_stride, a.batch,
-                         rows_k, a.heads_k, a.head_dim_v)) != FLASHCUTE_OK) return s;
+  if (a.v_colmajor) {  // V^T: head_dim_v rows of round_up(seqlen_k, 32) keys per (batch, head)
+    if (a.dtype != FLASHCUTE_DTYPE_E4M3 || varlen || a.out_dtype != FLASHCUTE_DTYPE_BF16 ||
+        !((a.head_dim == 128 && a.head_dim_v == 128) || (a.head_dim == 256 && a.head_dim_v == 256)) ||
+        a.backend == FLASHCUTE_BACKEND_SM80)
+      return fail(FLASHCUTE_ERROR_UNSUPPORTED,
+                  "v_colmajor: V^T inputs are e4m3, dense, bf16 out, head dims (128, 128) or (256, 256), "
+                  "on the sm90 backend");
+    if (a.seqlen_k > 0 && (s = check_operand("v (V^T)", a.v, eb, false, a.v_batch_stride, a.v_row_stride,
+                                             a.v_head_stride, a.batch, a.head_dim_v, a.heads_k,
+                                             (int64_t(a.seqlen_k) + 31) / 32 * 32)) != FLASHCUTE_OK) return s;
+  } else if ((s = check_operand("v", a.v, eb, varlen, a.v_batch_stride, a.v_row_stride, a.v_head_stride, a.batch,
+                                rows_k, a.heads_k, a.head_dim_v)) != FLASHCUTE_OK) return s;
   if ((s = check_operand("out", a.out, element_bytes(a.out_dtype), varlen, a.out_batch_stride, a.out_row_stride,
                          a.out_head_stride, a.batch, rows_q, a.heads_q, a.head_dim_v)) != FLASHCUTE_OK) return s;
   if (a.lse) {
@@ -205,6 +217,7 @@ FwdParams make_params(const flashcute_fwd_args& a, const DeviceInfo& dev) {
   p.descale_head_stride = a.descale_head_stride;
   p.num_sms = dev.num_sms;
   p.stream = a.stream;
+  p.v_colmajor = a.v_colmajor != 0;
   return p;
 }
 
@@ -235,6 +248,9 @@ extern "C" flashcute_status flashcute_fwd(const flashcute_fwd_args* args) {
     if (!guard.ok()) return fail(FLASHCUTE_ERROR_CUDA, "device: cudaSetDevice(%d) failed", a.device);
 
     const flashcute::FwdParams p = make_params(a, dev);
+    if (a.v_colmajor && backend != FLASHCUTE_BACKEND_SM90)
+      return fail(FLASHCUTE_ERROR_UNSUPPORTED, "v_colmajor: V^T inputs need the sm90 backend (resolved: %s)",
+                  backend_name(backend));
     FwdKernelFn kernel = find_fwd_kernel(backend, a.dtype, a.head_dim, a.head_dim_v);
     if (!kernel) return fail(FLASHCUTE_ERROR_INTERNAL, "resolved backend %s has no kernel", backend_name(backend));
     const int err = kernel(p);

@@ -20,6 +20,7 @@ struct Fp8QuantizeTensor {
   bool rotate;
   uint32_t rotation_signs[8];  // bit i set: coordinate i is negated before the Hadamard transform
   float descale_factor;        // fp32(norm / 448), norm = 1/sqrt(head_dim) with the rotation, else 1
+  bool x8_vt;                  // x8 is V^T (flashcute_fp8_quantize_args.x8_vt): x8_row_stride steps d
 };
 
 struct Fp8QuantizeParams {

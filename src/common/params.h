@@ -65,6 +65,11 @@ struct FwdParams {
   // true extent so that a tail tile never reads past the allocation. Dense: ignored.
   int64_t total_q = 0;
   int64_t total_k = 0;
+  // e4m3, dense only: v holds V^T, (batch, heads_k, head_dim_v, round_up(seqlen_k, 32)) with
+  // strides v_batch_stride, v_head_stride, v_row_stride (from one d to the next) and 1; within
+  // each 32 keys, position 16h + 4q + i holds key 16h + 8(i / 2) + 2q + i % 2 (the P layout of
+  // sm90/fwd_fp8.cuh); padding keys are zero. The sm90 FP8 kernel then skips its V transpose.
+  bool v_colmajor = false;
 };
 
 }  // namespace flashcute

@@ -84,6 +84,7 @@ struct Tensor {
   int64_t ds_b, ds_h;
   int seqlen, heads_k, group, head_dim;
   int rotate;
+  int vt;  // x8 is V^T (os_r steps d; keys contiguous, permuted by 32): cast_item_vt
   float descale_factor;
   uint32_t signs[8];
   // schedule
@@ -251,7 +252,7 @@ __device__ __forceinline__ Item decode_item(const Args& a, int j) {
 }
 
 // ---- one item --------------------------------------------------------------------------------
-// Calls fn(v, active, x8_offset) for every unit (32 coordinates of one row and head) of the
+// Calls fn(v, active, x8_offset, u) for every unit u (32 coordinates of one row and head) of the
 // item, v the fp32 values y (rotated when kRotate). The loop and the shuffles inside it are
 // uniform over the CTA; units past the item's end have active == false and zeros.
 template <int D, bool kRotate, bool kLastUse, class In, class Fn>
@@ -291,17 +292,38 @@ __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, c
       float v[kUnitElems];
       unpack_unit<In, kRotate>(raw[s], masks, v);
       if constexpr (kRotate) hadamard_row<NU>(v);
-      fn(v, active[s], o_off[s]);
+      fn(v, active[s], o_off[s], base + s * kThreads + int(threadIdx.x));
     }
   }
 }
+
+// A V^T item (x8_vt, head dims 128 / 256) is rows_per_item = kItemUnits * 32 / D keys of one
+// slot: their e4m3 bytes, (D, keys), staged here so that V^T's rows go out as 16-byte stores.
+constexpr int kVtTileBytes = kItemUnits * kUnitElems;
 
 struct Shared {
   uint32_t masks[kMaxTensors][kMaxLanes * kMaskWords];  // XOR masks of the rotation signs
   unsigned warp_max[kWarps];
   float scale;
   int next[2];
+  alignas(16) uint8_t vt_tile[kVtTileBytes];
 };
+
+// Byte offset of (d, key position p) in the V^T tile: rows of kKeys bytes, the 16-byte chunks of
+// row d XOR-swizzled by d / 8. A thread's 32 coordinates are d = 8 (k NU + lane) + e, so the
+// lanes of one key (same p) write rows 8 apart: unswizzled all in one bank (the row pitch is a
+// multiple of 128 bytes), 4- to 8-way conflicts on every byte store; swizzled, different chunks.
+template <int kKeys>
+__device__ __forceinline__ int vt_tile_offset(int d, int p) {
+  constexpr int kChunks = kKeys / 16;
+  return d * kKeys + (p ^ (((d >> 3) & (kChunks - 1)) << 4));
+}
+
+// Position of key r (within its 32) in V^T: key bits (h, j, q, r0) = 16h + 8j + 2q + r0 go to
+// 16h + 4q + 2j + r0, the P register order of the FP8 attention kernel (sm90/fwd_fp8.cuh).
+__device__ __forceinline__ int vt_position(int r) {
+  return (r & ~15) | ((r & 6) << 1) | ((r & 8) >> 2) | (r & 1);
+}
 
 // The A pass. Without the rotation: max |x|. With it: not max |y| but the bound
 // sqrt(D * max_row sum(x^2)) >= max |y| (each y_i is a +-1 combination of the row's D values),
@@ -315,7 +337,7 @@ __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared
   if constexpr (kRotate) {
     // sum(x^2) in fp64, then rounded to fp32: the squares of 16-bit values are exact and their
     // fp64 sum nearly so, so any summation order (torch's, Triton's) rounds to the same fp32.
-    const auto track_row_norm = [&](const float (&v)[kUnitElems], bool, int64_t) {
+    const auto track_row_norm = [&](const float (&v)[kUnitElems], bool, int64_t, int) {
       double ss = 0.0;
 #pragma unroll
       for (int i = 0; i < kUnitElems; ++i) ss = fma(double(v[i]), double(v[i]), ss);
@@ -325,7 +347,7 @@ __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared
     };
     for_each_unit<D, false, false, In>(t, it, sm.masks[it.tensor], track_row_norm);
   } else {
-    const auto track_max = [&](const float (&v)[kUnitElems], bool, int64_t) {
+    const auto track_max = [&](const float (&v)[kUnitElems], bool, int64_t, int) {
 #pragma unroll
       for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
     };
@@ -364,13 +386,66 @@ __device__ __forceinline__ float slot_scale(const Args& a, const Tensor& t, cons
   return __fmul_rn(__frcp_rn(safe), kE4m3Max);
 }
 
+// The cast pass of a V^T item: each thread's 32 bytes of a key go to the smem tile (D rows of
+// keys, in V^T's order), then the tile's rows leave as 16-byte stores, one V^T row segment per
+// d; the slot's last item also writes the zero padding up to its 32-key boundary.
+template <int D, bool kRotate, class In>
+__device__ void cast_item_vt(const Tensor& t, const Item& it, Shared& sm) {
+  constexpr int NU = D / kUnitElems, kKeys = kVtTileBytes / D;  // keys per item: 128 (D 128), 64 (D 256)
+  // The item's keys, padding included; computed again after the cast loop rather than held
+  // through it (held, they spilled at the 64 registers of 4 CTAs per SM).
+  const auto item_keys = [&](int& row0) {
+    row0 = it.chunk * t.rows_per_item;
+    const int rows = max(0, min(t.rows_per_item, t.seqlen - row0));
+    return (rows + 31) / 32 * 32 != rows;  // true: a tail with padding keys
+  };
+  int row0;
+  if (item_keys(row0)) {  // zero the padding keys (the tail of the slot's last item)
+    for (int i = threadIdx.x; i < kVtTileBytes / 16; i += kThreads)
+      reinterpret_cast<uint4*>(sm.vt_tile)[i] = make_uint4(0, 0, 0, 0);
+    __syncthreads();
+  }
+  const float scale = sm.scale;
+  const auto cast_to_tile = [&](const float (&v)[kUnitElems], bool active, int64_t, int u) {
+    if (!active) return;
+    const int pos = vt_position(u / NU), lane = u % NU;  // group == 1: a unit is (key, lane)
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) {
+#pragma unroll
+      for (int e = 0; e < kGroupElems; e += 2) {
+        const uint32_t two = e4m3x2(__fmul_rn(v[k * kGroupElems + e], scale), __fmul_rn(v[k * kGroupElems + e + 1], scale));
+        const int d = (k * NU + lane) * kGroupElems + e;
+        sm.vt_tile[vt_tile_offset<kKeys>(d, pos)] = uint8_t(two);
+        sm.vt_tile[vt_tile_offset<kKeys>(d + 1, pos)] = uint8_t(two >> 8);
+      }
+    }
+  };
+  for_each_unit<D, kRotate, true, In>(t, it, sm.masks[it.tensor], cast_to_tile);
+  __syncthreads();
+  row0 = it.chunk * t.rows_per_item;
+  const int keys = (max(0, min(t.rows_per_item, t.seqlen - row0)) + 31) / 32 * 32;  // written, padding included
+  uint8_t* out = t.x8 + it.b * t.os_b + int64_t(it.hk) * t.os_h + row0;
+  const int vecs = keys / 16;  // per d
+  for (int i = threadIdx.x; i < D * vecs; i += kThreads) {
+    const int d = i / vecs, c = i - d * vecs;
+    __stcs(reinterpret_cast<uint4*>(out + int64_t(d) * t.os_r + c * 16),
+           *reinterpret_cast<const uint4*>(sm.vt_tile + vt_tile_offset<kKeys>(d, c * 16)));
+  }
+}
+
 template <int D, bool kRotate, class In>
 __device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool wait, Shared& sm) {
   if (threadIdx.x == 0) sm.scale = slot_scale(a, t, it, wait);
   __syncthreads();
+  if constexpr ((D == 128 || D == 256) && !kRotate) {  // V^T: v, never rotated (the API refuses both)
+    if (t.vt) {
+      cast_item_vt<D, false, In>(t, it, sm);
+      return;
+    }
+  }
   const float scale = sm.scale;
   uint8_t* x8 = t.x8;
-  const auto cast_and_store = [&](const float (&v)[kUnitElems], bool active, int64_t o) {
+  const auto cast_and_store = [&](const float (&v)[kUnitElems], bool active, int64_t o, int) {
     if (!active) return;
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
@@ -497,6 +572,7 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int* max_items_per_slot, int64
     t.ds_b = s.descale_batch_stride, t.ds_h = s.descale_head_stride;
     t.seqlen = s.seqlen, t.heads_k = s.heads_k, t.group = s.heads / s.heads_k, t.head_dim = s.head_dim;
     t.rotate = s.rotate ? 1 : 0;
+    t.vt = s.x8_vt ? 1 : 0;  // the API allows it at D 128 / 256 with group 1: whole 32-key groups per item
     t.descale_factor = s.descale_factor;
     std::copy(s.rotation_signs, s.rotation_signs + 8, t.signs);
     const int units_per_row = t.group * (s.head_dim / kUnitElems);

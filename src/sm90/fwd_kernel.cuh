@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
   pk_params.num_consumers = Traits::kNumMmaThreads;
   pk_params.transaction_bytes = Traits::kKStageBytes;
   pv_params.transaction_bytes = Traits::kVStageBytes;
-  if constexpr (Traits::kFp8) {
+  if constexpr (Traits::kTransposeV) {
     // V's TMA ring is read by the transposing producer warps; V^T goes to the consumers
     // through pipe_vt, every transposing thread arriving once it has written its part.
     pv_params.role = warpgroup == 0 ? PipelineV::ThreadCategory::ProducerConsumer
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       for_each_loaded_tile([&](TileCoord const& tc, SeqInfo const& seq, TileRange const& r, bool first) {
         producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r, first);
       });
-    } else if constexpr (Traits::kFp8) {
+    } else if constexpr (Traits::kTransposeV) {
       if (warp_idx < Traits::kFirstTransposeWarp) return;
       // The count first, then one flat loop: during the transposes only the ring state and the
       // count are live (tile loop state next to them spilled in this 24-register role).
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       Sm90OnlineSoftmax<decltype(size<0>(acc_rowcol(tOrO.layout())))::value, Traits::kFp8 ? 8 : 0> softmax;
       Descale ds;
       if constexpr (Traits::kFp8) ds = Descale(p, tc.b, tc.h / p.head_group);
-      if constexpr (Traits::kFp8) {
+      if constexpr (Traits::kTransposeV) {
         consumer.mma(p, ss, pipe_k, pipe_vt, mask, r, tc.m_block, ds.qk, tOrO, softmax);
       } else {
         consumer.mma(p, ss, pipe_k, pipe_v, mask, r, tc.m_block, ds.qk, tOrO, softmax);

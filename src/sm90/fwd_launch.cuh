@@ -99,6 +99,13 @@ template <> struct TileConfigFp8Long<128, 128> {
   static constexpr bool kAlias = false, kSections = true, kPingPong = false;
 };
 
+// FP8 head dims with a V^T-input kernel (FwdParams::v_colmajor, bf16 out), for the FP8 mode: no
+// V transpose in the kernel, which run 55 priced at 31-39 % of d=256's time and 8-13 % of
+// d=128's at 16k (the other head dims keep only the transposing kernel: fewer instantiations).
+template <int D, int DV> struct VColMajorBuilt : std::false_type {};
+template <> struct VColMajorBuilt<128, 128> : std::true_type {};
+template <> struct VColMajorBuilt<256, 256> : std::true_type {};
+
 #ifndef FLASHCUTE_SM90_L2_SECTIONS
 #define FLASHCUTE_SM90_L2_SECTIONS 1  // A/B switch: 0 = plain longest-first order for every head dim
 #endif
@@ -122,6 +129,8 @@ int launch_fwd(const FwdParams& p, bool sections) {
   // so one row of extent is never touched.
   const int rows_q = varlen ? int(p.total_q) : p.seqlen_q;
   const int rows_k = std::max(1, varlen ? int(p.total_k) : p.seqlen_k);
+  // FP8 V^T (dense only): each (b, hk, d) row holds round_up(seqlen_k, 32) keys, the padding zero.
+  const int keys_vt = (rows_k + 31) / 32 * 32;
   const int nb = varlen ? 1 : p.batch;
   // Varlen: batch mode of extent 1; its stride is never used but must be encodable.
   const int64_t q_bs = varlen ? p.q_row_stride : p.q_batch_stride;
@@ -131,8 +140,11 @@ int launch_fwd(const FwdParams& p, bool sections) {
 
   Shape4 shape_q = make_shape(rows_q, D, p.heads_q, nb);
   Shape4 shape_k = make_shape(rows_k, D, p.heads_k, nb);
-  // V's map: V^T (dv, rows) for 16-bit inputs, V itself (rows, dv) for FP8 (transposed in smem).
-  Shape4 shape_vt = Traits::kFp8 ? make_shape(rows_k, DV, p.heads_k, nb) : make_shape(DV, rows_k, p.heads_k, nb);
+  // V's map: V^T (dv, rows) for 16-bit inputs, V itself (rows, dv) for FP8 (transposed in smem),
+  // V^T (dv, padded keys) for FP8 V^T.
+  if (Traits::kVColMajor != p.v_colmajor || (p.v_colmajor && varlen)) return int(cudaErrorInvalidValue);
+  Shape4 shape_vt = Traits::kTransposeV ? make_shape(rows_k, DV, p.heads_k, nb)
+                                        : make_shape(DV, Traits::kVColMajor ? keys_vt : rows_k, p.heads_k, nb);
   Shape4 shape_o = make_shape(rows_q, DV, p.heads_q, nb);
   // No keys at all (seqlen_k == 0, or varlen total_k == 0): K/V may be null or carry degenerate
   // strides, and no block is ever loaded, so build their maps over q's memory instead.
@@ -161,10 +173,14 @@ int launch_fwd(const FwdParams& p, bool sections) {
   auto tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}),
                              Shape<Int<kN>, Int<D>>{}, _1{});
   auto tma_v = [&]() {
-    if constexpr (Traits::kFp8) {
+    if constexpr (Traits::kTransposeV) {
       Tensor mV = make_tensor(ptr(v_ptr), shape_vt, make_stride(v_rs, _1{}, v_hs, vb));
       return make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Traits::SmemLayoutV{}),
                            Shape<Int<kN>, Int<DV>>{}, _1{});
+    } else if constexpr (Traits::kVColMajor) {  // v_row_stride: from one d to the next
+      Tensor mVt = make_tensor(ptr(v_ptr), shape_vt, make_stride(v_rs, _1{}, v_hs, vb));
+      return make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}),
+                           Shape<Int<DV>, Int<kN>>{}, _1{});
     } else {
       Tensor mVt = make_tensor(ptr(v_ptr), shape_vt, make_stride(_1{}, v_rs, v_hs, vb));
       return make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}),
@@ -244,20 +260,30 @@ FLASHCUTE_SM90_CFG_MEMBER(TransposeWarps, kTransposeWarps, int, 2)      // FP8 (
 FLASHCUTE_SM90_CFG_MEMBER(TransposeBatch, kTransposeBatch, int, 0)      // FP8; 0: by registers
 #undef FLASHCUTE_SM90_CFG_MEMBER
 
-template <class Element, class ElementO, class Cfg, int HDIM, int HDIM_V>
+template <class Element, class ElementO, class Cfg, int HDIM, int HDIM_V, bool kVColMajor = false>
 int run_fwd_typed(const FwdParams& p) {
-  using Traits = FwdTraits<Element, HDIM, HDIM_V, Cfg::kN, Cfg::kStages, Cfg::kAlias,
+  // FP8 V^T: no transposing warps, so no V landing buffer to stage O in (O gets its own).
+  constexpr int kAlias = kVColMajor && Cfg::kAlias == kOInVLanding ? int(kOSeparate) : int(Cfg::kAlias);
+  using Traits = FwdTraits<Element, HDIM, HDIM_V, Cfg::kN, Cfg::kStages, kAlias,
                            bool(FLASHCUTE_SM90_PINGPONG) && PingPong<Cfg>::value,
                            bool(FLASHCUTE_SM90_INTRAWG_OVERLAP), ElementO,
                            StagesV<Cfg>::value, NumMmaWG<Cfg>::value, ProducerRegs<Cfg>::value,
                            RederiveQDesc<Cfg>::value, TransposeWarps<Cfg>::value,
-                           TransposeBatch<Cfg>::value>;
+                           TransposeBatch<Cfg>::value, kVColMajor>;
   return launch_fwd<Traits>(p, Cfg::kSections && FLASHCUTE_SM90_L2_SECTIONS);
 }
-// e4m3 in; out in p.out_dtype (0 fp16, else bf16).
+// e4m3 in; out in p.out_dtype (0 fp16, else bf16). V^T in (p.v_colmajor): built with bf16 out
+// for the head dims the FP8 mode asks for it (VColMajorBuilt; fwd.cpp checks first).
 template <class Cfg, int HDIM, int HDIM_V>
 int run_fwd_e4m3(const FwdParams& p) {
   using E4M3 = cutlass::float_e4m3_t;
+  if constexpr (VColMajorBuilt<HDIM, HDIM_V>::value) {
+    if (p.v_colmajor) {
+      if (p.out_dtype == 0) return int(cudaErrorInvalidValue);
+      return run_fwd_typed<E4M3, cutlass::bfloat16_t, Cfg, HDIM, HDIM_V, true>(p);
+    }
+  }
+  if (p.v_colmajor) return int(cudaErrorInvalidValue);
   if (p.out_dtype == 0) return run_fwd_typed<E4M3, cutlass::half_t, Cfg, HDIM, HDIM_V>(p);
   return run_fwd_typed<E4M3, cutlass::bfloat16_t, Cfg, HDIM, HDIM_V>(p);
 }

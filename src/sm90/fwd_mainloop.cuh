@@ -141,9 +141,9 @@ struct Mainloop {
 
       Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
-      // Where the TMA puts V: V^T's buffer directly (16-bit), the landing buffer (FP8).
+      // Where the TMA puts V: V^T's buffer directly (16-bit, FP8 V^T), the landing buffer (FP8 V).
       auto sV = [&]() {
-        if constexpr (Traits::kFp8) {
+        if constexpr (Traits::kTransposeV) {
           return make_tensor(make_smem_ptr(ss.v_landing.data()), typename Traits::SmemLayoutV{});
         } else {
           return make_tensor(make_smem_ptr(ss.v.data()), typename Traits::SmemLayoutVt{});
@@ -161,9 +161,9 @@ struct Mainloop {
                                 kp.tma_k.get_tma_tensor(kp.shape_k)(_, _, hk, bi));
       Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(tc.m_block, _0{}));
       Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
-      // V blocks: (dv, N) tiles of V^T (16-bit) or (N, dv) tiles of V (FP8).
+      // V blocks: (dv, N) tiles of V^T (16-bit, FP8 V^T) or (N, dv) tiles of V (FP8 V).
       auto gV = [&]() {
-        if constexpr (Traits::kFp8) {
+        if constexpr (Traits::kTransposeV) {
           Tensor mV = domain_offset(make_coord(int(seq.k_row0), _0{}),
                                     kp.tma_v.get_tma_tensor(kp.shape_vt)(_, _, hk, bi));
           return local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDimV>>{}, make_coord(_, _0{}));
@@ -198,7 +198,7 @@ struct Mainloop {
 
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar.q_full, Traits::kQBytes);
       copy(kp.tma_q.with(ss.bar.q_full), tQg, tQs);
-      if constexpr (Traits::kFp8) {
+      if constexpr (Traits::kTransposeV) {
         // K and V block by block: the transposing warps get each V as early as the rings allow.
         load_k(r.n_max - 1);
         // O staged in V's landing buffer: the previous tile's O store must have read it.

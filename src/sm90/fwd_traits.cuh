@@ -47,11 +47,18 @@ enum OStaging : int { kOSeparate = 0, kOInQ = 1, kOInVLanding = 2 };
 template <class Element_, int kHeadDim_, int kHeadDimV_, int kBlockN_, int kStages_,
           int kOStaging_, bool kPingPong_ = true, bool kIntraWGOverlap_ = true,
           class ElementO_ = Element_, int kStagesV_ = 0, int kNumMmaWG_ = 2, int kProducerRegs_ = 24,
-          bool kRederiveQDesc_ = false, int kTransposeWarps_ = 2, int kTransposeBatch_ = 0>
+          bool kRederiveQDesc_ = false, int kTransposeWarps_ = 2, int kTransposeBatch_ = 0,
+          bool kVColMajor_ = false>
 struct FwdTraits {
   using Element = Element_;    // q, k, v
   using ElementO = ElementO_;  // out (bf16/fp16; differs from Element only for FP8)
   static constexpr bool kFp8 = sizeof(Element) == 1;
+  // FP8 with V already transposed in memory (FwdParams::v_colmajor: the FP8 mode's quantizer
+  // writes V^T, keys permuted as fwd_fp8.cuh's P layout wants): the TMA lands V^T where the
+  // GEMM reads it, as for 16-bit inputs, and no producer warp transposes.
+  static constexpr bool kVColMajor = kVColMajor_;
+  static_assert(!kVColMajor || kFp8, "a column-major V is an FP8 layout");
+  static constexpr bool kTransposeV = kFp8 && !kVColMajor;  // V lands, then warps write V^T
   static_assert(sizeof(ElementO) == 2, "the output is 16-bit");
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kHeadDimV = kHeadDimV_;
@@ -74,7 +81,7 @@ struct FwdTraits {
   static constexpr int kOStaging = kOStaging_;
   static constexpr bool kOAliasQ = kOStaging == kOInQ;
   static constexpr bool kOAliasV = kOStaging == kOInVLanding;
-  static_assert(!kOAliasV || kFp8, "only FP8 has a V landing buffer");
+  static_assert(!kOAliasV || kTransposeV, "only the transposing FP8 kernel has a V landing buffer");
   static constexpr bool kPingPong = kPingPong_;  // off for e4m3 d=128 (fwd_launch.cuh); ablation switch
   static constexpr bool kIntraWGOverlap = kIntraWGOverlap_;  // ablation switch
 
@@ -152,7 +159,7 @@ struct FwdTraits {
                                                Step<_2, _1>{}));
 
   using PipelineK = cutlass::PipelineTmaAsync<kStages>;
-  using PipelineV = cutlass::PipelineTmaAsync<kStagesV>;  // V (16-bit: as V^T; FP8: as it lands)
+  using PipelineV = cutlass::PipelineTmaAsync<kStagesV>;  // V (as V^T; transposing FP8: as it lands)
   using PipelineStateK = typename cutlass::PipelineState<kStages>;
   using PipelineStateV = typename cutlass::PipelineState<kStagesV>;
   using PipelineVt = cutlass::PipelineAsync<kStagesV>;  // FP8: transposed V, producer WG -> consumers
@@ -178,7 +185,7 @@ struct FwdTraits {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutV>> buf;
     CUTE_DEVICE Element* data() { return buf.data(); }
   };
-  using VLandingStorage = std::conditional_t<kFp8, VLanding, NoVLanding>;
+  using VLandingStorage = std::conditional_t<kTransposeV, VLanding, NoVLanding>;
 
   struct StorageSeparateO {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
