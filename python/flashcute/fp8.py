@@ -76,11 +76,11 @@ class FP8Config:
     seed: which rotation (the random signs of R). The same seed gives the same R everywhere,
       so results are reproducible; any seed is equally good.
 
-    v_colmajor: on Hopper, for dense inputs with head dim 128 or 256 and a bf16 result, hand the
-      kernel V transposed (flashcute.ops.v_colmajor: one permuting copy of the e4m3 V) so that
-      it skips its own in-kernel V transpose; elsewhere it has no effect. The result is bitwise
-      the same either way (the kernel multiplies the same bytes in the same order); off only
-      to compare the two paths.
+    v_colmajor: on Hopper, for dense inputs with head dim 128 or 256 and a bf16 result, the CUDA
+      quantizer writes v transposed (flashcute.ops.v_colmajor's layout) and the kernel skips its
+      own in-kernel V transpose (+2-9 % at 16k, benchmarks/RESULTS.md runs 70-72); elsewhere it
+      has no effect. The result is bitwise the same either way (the kernel multiplies the same
+      bytes in the same order); off only to compare the two paths.
 
     q, k and v are always quantized with one scale per (batch, heads_k) -- the granularity the
     kernel's descales have; there is deliberately no block-wise option (the kernel could not

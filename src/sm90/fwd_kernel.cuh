@@ -1,7 +1,7 @@
 // The sm90 forward kernel: a persistent, warp-specialised CTA that wires the roles together.
 //   warpgroup 0: producer. Drops to 24 registers; thread 0 walks the tiles and issues TMA loads.
 //   FP8: its last 2 warps (3 at dv = 256) walk the tiles too and transpose each V block behind
-//   thread 0's loads.
+//   thread 0's loads (not with a V^T input, kVColMajor: that lands where the GEMM reads it).
 //   warpgroups 1, 2: consumers. Raise to 240 registers; per tile run the mainloop (GEMMs +
 //   softmax) and the epilogue for their 64 rows.
 #pragma once
