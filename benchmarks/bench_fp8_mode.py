@@ -110,7 +110,8 @@ def runners(case, torch, flashcute):
     return {
         "quant": quant("auto"),
         "quant-cuda": quant("cuda"),
-        "quant-vt": quant("auto", vt=True),
+        # V^T only where the mode writes it (flashcute.fp8.v_colmajor_applies): n/a elsewhere
+        "quant-vt": quant("auto", vt=True) if d in (128, 256) and hk == h else None,
         "quant-torch": quant("torch"),
         "fp8-kernel": lambda: fai.flash_attn_func(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd,
                                                   v_descale=vd),
@@ -168,6 +169,9 @@ def main(argv=None):
         rec = dict(case, ms={}, tflops={}, errors={})
         fns = runners(case, torch, flashcute)
         for col in a.columns:
+            if fns.get(col) is None:  # not applicable to this case
+                rec["ms"][col] = None
+                continue
             try:
                 fns[col]()
                 torch.cuda.synchronize()
