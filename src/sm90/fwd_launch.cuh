@@ -100,8 +100,9 @@ template <> struct TileConfigFp8Long<128, 128> {
 };
 
 // FP8 head dims with a V^T-input kernel (FwdParams::v_colmajor, bf16 out), for the FP8 mode: no
-// V transpose in the kernel, which run 55 priced at 31-39 % of d=256's time and 8-13 % of
-// d=128's at 16k (the other head dims keep only the transposing kernel: fewer instantiations).
+// V transpose in the kernel, which costs 6-9 % of d=256's time and 2-4 % of d=128's (run 68;
+// the other head dims keep only the transposing kernel: fewer instantiations). The same list
+// is in src/api/fwd.cpp's validation and flashcute.ops.VT_HEAD_DIMS.
 template <int D, int DV> struct VColMajorBuilt : std::false_type {};
 template <> struct VColMajorBuilt<128, 128> : std::true_type {};
 template <> struct VColMajorBuilt<256, 256> : std::true_type {};
