@@ -204,7 +204,7 @@ def test_quantize_v_colmajor_cuda_equals_torch(d, s):
         pytest.skip("no CUDA quantizer in this build")
     torch.manual_seed(s)
     v = _randn(2, s, 3, d, dtype=BF) * 4
-    outs = [(torch.full(F._vt_shape(v), 0x7F, dtype=torch.uint8, device=DEVICE).view(E4M3),
+    outs = [(torch.full(ops.vt_shape(v), 0x7F, dtype=torch.uint8, device=DEVICE).view(E4M3),
              torch.full((2, 3), math.nan, device=DEVICE))]
     v8t, vd = F._quantize_cuda([(v, False)], 3, 0, outs=outs, vt_last=True)[0]
     ref8, refd = F.quantize(v, 3, impl="torch")

@@ -124,8 +124,8 @@ def v_colmajor_applies(q, k, v, cfg, backend) -> bool:
     if hit is None:
         if torch.compiler.is_compiling():
             return False
-        hit = (_lib.supported(key[0], backend, _lib.DTYPE_E4M3, d, d).backend == "sm90"
-               and bool(_lib.fp8_quantize_supported(key[0], _lib.DTYPE_BF16, d, False)))
+        hit = _lib.supported(key[0], backend, _lib.DTYPE_E4M3, d, d).backend == "sm90" \
+            and not _cuda_reason(v, None, False)
         _VT_PATH[key] = hit
     return hit
 
@@ -425,27 +425,21 @@ def _sign_bits(d: int, seed: int) -> Tuple[int, ...]:
     return tuple(words)
 
 
-def _vt_shape(x):
-    """V^T's shape for x (b, s, hk, d): (b, hk, d, round_up(s, 32)) (flashcute.ops.v_colmajor)."""
-    b, s, h, d = x.shape
-    return (b, h, d, (s + 31) // 32 * 32)
-
-
 def _quantize_cuda(jobs, heads_k, seed, outs=None, vt_last=False):
     """[(x, rotate), ...] (dense (b, s, h, d) CUDA bf16/fp16 views, one dtype, one device) ->
     [(x8, descale), ...] through one flashcute_fp8_quantize launch. outs: preallocated contiguous
     (x8, descale) pairs to fill instead (tests poison them first). vt_last: the last job's x8 is
-    written as V^T (_vt_shape; heads == heads_k, head dim 128 / 256)."""
+    written as V^T (flashcute.ops.vt_shape; heads == heads_k, head dim 128 / 256)."""
     dev = jobs[0][0].device
     if outs is None:
-        outs = [(torch.empty(_vt_shape(x) if vt_last and i == len(jobs) - 1 else x.shape, dtype=torch.float8_e4m3fn,
+        outs = [(torch.empty(_ops.vt_shape(x) if vt_last and i == len(jobs) - 1 else x.shape, dtype=torch.float8_e4m3fn,
                              device=dev),
                  torch.empty((x.shape[0], heads_k), dtype=torch.float32, device=dev)) for i, (x, _) in enumerate(jobs)]
     args, keep = [], []
     for i, ((x, rotate), (x8, descale)) in enumerate(zip(jobs, outs)):
         b, s, h, d = x.shape
         vt = vt_last and i == len(jobs) - 1
-        if tuple(x8.shape) != (_vt_shape(x) if vt else tuple(x.shape)) or not x8.is_contiguous() \
+        if tuple(x8.shape) != (_ops.vt_shape(x) if vt else tuple(x.shape)) or not x8.is_contiguous() \
                 or descale.shape != (b, heads_k) or not descale.is_contiguous():
             raise ValueError("outs: contiguous x8 of x's shape (V^T's for vt_last) and descale (batch, heads_k) expected")
         if b == 0:
@@ -495,7 +489,6 @@ def _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_
     for all three (one memset, then two launches per tensor). v_vt: v8 as V^T (dense v with
     heads_k heads; written so by the CUDA path, else permuted after)."""
     if v_vt:
-        res = None
         if all(_use_cuda(t, None, r, impl) for t, r in ((q, rotate), (k, rotate), (v, False))) \
                 and q.dtype == k.dtype == v.dtype:
             (q8, qd), (k8, kd), (v8, vd) = _quantize_cuda([(q, rotate), (k, rotate), (v, False)], heads_k, seed,
@@ -554,7 +547,7 @@ def _fp8_quantize_qkv_fake(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seql
     out = []
     for t, cu in ((q, cu_seqlens_q), (k, cu_seqlens_k), (v, cu_seqlens_k)):
         out.append(_fp8_quantize_fake(t, heads_k, rotate, seed, cu, impl))
-    v8 = v.new_empty(_vt_shape(v), dtype=torch.float8_e4m3fn) if v_vt else out[2][0]
+    v8 = v.new_empty(_ops.vt_shape(v), dtype=torch.float8_e4m3fn) if v_vt else out[2][0]
     return out[0][0], out[1][0], v8, out[0][1], out[1][1], out[2][1]
 
 

@@ -116,11 +116,17 @@ def _stream_handle(t: torch.Tensor) -> int:
 VT_HEAD_DIMS = (128, 256)  # the (d, d) shapes built with a V^T kernel (sm90/fwd_launch.cuh)
 
 
+def vt_shape(v) -> Tuple[int, int, int, int]:
+    """V^T's shape for v (b, s, hk, dv): (b, hk, dv, round_up(s, 32))."""
+    b, s, hk, dv = v.shape
+    return (b, hk, dv, (s + 31) // 32 * 32)
+
+
 def v_colmajor(v: torch.Tensor) -> torch.Tensor:
     """(b, s, hk, dv) -> (b, hk, dv, round_up(s, 32)) contiguous: V^T with each 32 keys in the
     FP8 kernel's P order (above), padding keys zero. Any dtype (float8 is moved as bytes)."""
-    b, s, hk, dv = v.shape
-    sp = (s + 31) // 32 * 32
+    b, hk, dv, sp = vt_shape(v)
+    s = v.shape[1]
     as_bytes = v.dtype == getattr(torch, "float8_e4m3fn", None)  # pad has no float8 kernel
     x = v.view(torch.uint8) if as_bytes else v
     if sp != s:

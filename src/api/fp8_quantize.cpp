@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/fp8_quantize_params.h"
+#include "common/params.h"
 #include "device.h"
 #include "errors.h"
 #include "flashcute/flashcute.h"
@@ -102,7 +103,7 @@ flashcute_status validate_tensor(int i, const flashcute_fp8_quantize_args& a, in
                 "tensors[%d].rotate: the kernel rotates head dims 64, 128 and 256 (Sylvester Hadamard); head dim %d "
                 "needs the torch path (flashcute.fp8.quantize(..., impl=\"torch\"))",
                 i, a.head_dim);
-  if (a.x8_vt && (a.heads != a.heads_k || (a.head_dim != 128 && a.head_dim != 256) || a.rotate))
+  if (a.x8_vt && (a.heads != a.heads_k || !flashcute::fp8_vt_head_dim(a.head_dim) || a.rotate))
     return fail(FLASHCUTE_ERROR_UNSUPPORTED,
                 "tensors[%d].x8_vt: V^T output takes head dims 128 and 256, heads == heads_k and no rotation "
                 "(got head dim %d, heads %d / %d, rotate %d)", i, a.head_dim, a.heads, a.heads_k, a.rotate);

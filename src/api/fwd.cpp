@@ -144,7 +144,7 @@ flashcute_status validate(const flashcute_fwd_args& a) {
                          rows_k, a.heads_k, a.head_dim)) != FLASHCUTE_OK) return s;
   if (a.v_colmajor) {  // V^T: head_dim_v rows of round_up(seqlen_k, 32) keys per (batch, head)
     if (a.dtype != FLASHCUTE_DTYPE_E4M3 || varlen || a.out_dtype != FLASHCUTE_DTYPE_BF16 ||
-        !((a.head_dim == 128 && a.head_dim_v == 128) || (a.head_dim == 256 && a.head_dim_v == 256)) ||
+        a.head_dim != a.head_dim_v || !flashcute::fp8_vt_head_dim(a.head_dim) ||
         a.backend == FLASHCUTE_BACKEND_SM80)
       return fail(FLASHCUTE_ERROR_UNSUPPORTED,
                   "v_colmajor: V^T inputs are e4m3, dense, bf16 out, head dims (128, 128) or (256, 256), "

@@ -6,6 +6,11 @@
 
 namespace flashcute {
 
+// Head dims (d = dv) with e4m3 kernels that read V^T (FwdParams::v_colmajor) and for which the FP8
+// quantizer writes V^T (flashcute_fp8_quantize_args.x8_vt): one rule for the API checks, the
+// kernel dispatch and the quantizer (flashcute.ops.VT_HEAD_DIMS mirrors it in Python).
+constexpr bool fp8_vt_head_dim(int d) { return d == 128 || d == 256; }
+
 struct FwdParams {
   // Tensors. Strides are in elements; the last dimension is contiguous.
   const void* q;

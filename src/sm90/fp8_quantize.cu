@@ -40,6 +40,7 @@
 #include <cstdlib>
 
 #include "common/fp8_quantize_params.h"
+#include "common/params.h"
 #include "flashcute/flashcute.h"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
@@ -389,7 +390,7 @@ __device__ __forceinline__ float slot_scale(const Args& a, const Tensor& t, cons
 // The cast pass of a V^T item: each thread's 32 bytes of a key go to the smem tile (D rows of
 // keys, in V^T's order), then the tile's rows leave as 16-byte stores, one V^T row segment per
 // d; the slot's last item also writes the zero padding up to its 32-key boundary.
-template <int D, bool kRotate, class In>
+template <int D, class In>
 __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared& sm) {
   constexpr int NU = D / kUnitElems, kKeys = kVtTileBytes / D;  // keys per item: 128 (D 128), 64 (D 256)
   // The item's keys, padding included; computed again after the cast loop rather than held
@@ -420,7 +421,7 @@ __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared& sm) {
       }
     }
   };
-  for_each_unit<D, kRotate, true, In>(t, it, sm.masks[it.tensor], cast_to_tile);
+  for_each_unit<D, false, true, In>(t, it, sm.masks[it.tensor], cast_to_tile);
   __syncthreads();
   row0 = it.chunk * t.rows_per_item;
   const int keys = (max(0, min(t.rows_per_item, t.seqlen - row0)) + 31) / 32 * 32;  // written, padding included
@@ -437,9 +438,9 @@ template <int D, bool kRotate, class In>
 __device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool wait, Shared& sm) {
   if (threadIdx.x == 0) sm.scale = slot_scale(a, t, it, wait);
   __syncthreads();
-  if constexpr ((D == 128 || D == 256) && !kRotate) {  // V^T: v, never rotated (the API refuses both)
+  if constexpr (fp8_vt_head_dim(D) && !kRotate) {  // V^T: v, never rotated (the API refuses both)
     if (t.vt) {
-      cast_item_vt<D, false, In>(t, it, sm);
+      cast_item_vt<D, In>(t, it, sm);
       return;
     }
   }

@@ -101,11 +101,8 @@ template <> struct TileConfigFp8Long<128, 128> {
 
 // FP8 head dims with a V^T-input kernel (FwdParams::v_colmajor, bf16 out), for the FP8 mode: no
 // V transpose in the kernel, which costs 6-9 % of d=256's time and 2-4 % of d=128's (run 68;
-// the other head dims keep only the transposing kernel: fewer instantiations). The same list
-// is in src/api/fwd.cpp's validation and flashcute.ops.VT_HEAD_DIMS.
-template <int D, int DV> struct VColMajorBuilt : std::false_type {};
-template <> struct VColMajorBuilt<128, 128> : std::true_type {};
-template <> struct VColMajorBuilt<256, 256> : std::true_type {};
+// the other head dims keep only the transposing kernel: fewer instantiations).
+template <int D, int DV> struct VColMajorBuilt : std::bool_constant<D == DV && fp8_vt_head_dim(D)> {};
 
 #ifndef FLASHCUTE_SM90_L2_SECTIONS
 #define FLASHCUTE_SM90_L2_SECTIONS 1  // A/B switch: 0 = plain longest-first order for every head dim
@@ -142,8 +139,7 @@ int launch_fwd(const FwdParams& p, bool sections) {
   Shape4 shape_q = make_shape(rows_q, D, p.heads_q, nb);
   Shape4 shape_k = make_shape(rows_k, D, p.heads_k, nb);
   // V's map: V^T (dv, rows) for 16-bit inputs, V itself (rows, dv) for FP8 (transposed in smem),
-  // V^T (dv, padded keys) for FP8 V^T.
-  if (Traits::kVColMajor != p.v_colmajor || (p.v_colmajor && varlen)) return int(cudaErrorInvalidValue);
+  // V^T (dv, padded keys) for FP8 V^T (dense only: fwd.cpp refuses varlen; run_fwd_e4m3 picks it).
   Shape4 shape_vt = Traits::kTransposeV ? make_shape(rows_k, DV, p.heads_k, nb)
                                         : make_shape(DV, Traits::kVColMajor ? keys_vt : rows_k, p.heads_k, nb);
   Shape4 shape_o = make_shape(rows_q, DV, p.heads_q, nb);
