@@ -273,3 +273,39 @@ def test_fp8_reaches_library():
     else:
         with pytest.raises(NotImplementedError):
             fai.flash_attn_func(q, q, q, q_descale=ds, k_descale=ds, v_descale=ds)
+
+
+# ---- the sm90 kernel's dynamic tile hand-out (flashcute_fwd_args.tile_counter) ------------------
+@pytest.mark.parametrize("dtype,d", [(BF, 64), (BF, 128), (BF, 256), (torch.float8_e4m3fn, 128),
+                                     (torch.float8_e4m3fn, 256)])
+@pytest.mark.parametrize("sq,sk,mask", [(1000, 1300, dict(causal=True)), (1000, 300, dict(causal=True)),
+                                        (700, 700, dict(window_size=(64, 32))),
+                                        (333, 1200, dict(causal=True, window_size=(100, -1)))])
+def test_dynamic_tile_handout_matches_static(monkeypatch, dtype, d, sq, sk, mask):
+    """Causal/local calls on sm90 claim their tiles from a counter (in whatever order the CTAs
+    finish); each tile is computed as in the static order, so out and LSE are bitwise the static
+    schedule's. The shapes have more tiles than the grid has CTAs, tiles without keys (1000
+    queries on 300 keys, bottom-right) and local windows. The kernel leaves the counter zero:
+    the same scratch, reused, gives the same result again. NaN-poisoned outputs."""
+    from flashcute import ops
+    require("sm90", dtype, d, d)
+    torch.manual_seed(d + sq)
+    q = randn(3, sq, 8, d, dtype=BF).to(dtype)
+    k, v = (randn(3, sk, 2, d, dtype=BF).to(dtype) for _ in range(2))
+    scratch = torch.zeros(2, dtype=torch.int32, device="cuda")
+    calls = []
+    monkeypatch.setattr(ops, "_tile_counter", lambda t: calls.append(1) or scratch)
+    runs = []
+    for sm90 in (True, True, False):  # dynamic, dynamic on the reused scratch, static
+        monkeypatch.setattr(ops, "_is_sm90", lambda t, sm90=sm90: sm90)
+        out, lse = nan_buffers(q.to(BF), v, False)
+        _fwd_into(q, k, v, out, lse, backend="sm90", **mask)
+        torch.cuda.synchronize()
+        assert torch.equal(scratch, torch.zeros_like(scratch)), "the kernel must leave the counter zero"
+        runs.append((out, lse))
+    assert len(calls) == 2  # the static run passed no counter
+    assert not runs[0][0].isnan().any() and not runs[0][1].isnan().any()
+    for out, lse in runs[1:]:
+        assert torch.equal(out, runs[0][0]) and torch.equal(lse, runs[0][1])
+    if dtype == BF:
+        check_close(runs[0][0], runs[0][1], q, k, v, "dynamic", **mask)

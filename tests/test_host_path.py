@@ -276,7 +276,7 @@ _FWD_ARGS_PARAMS = dict(
     head_dim_v=31, dtype=1, out_dtype=2, softmax_scale=0.125, causal=1, window_left=-1, window_right=33,
     mask_align=1, softcap=2.5, cu_seqlens_q=0x6000, cu_seqlens_k=0x7000, seqused_k=0x8000, total_q=34,
     total_k=35, q_descale=0x9000, k_descale=0xA000, v_descale=0xB000, descale_strides=(36, 37), backend=2,
-    device=3, stream=0xC000, v_colmajor=1)
+    device=3, stream=0xC000, v_colmajor=1, tile_counter=0xD000)
 
 _EXPECTED_FIELDS = dict(
     struct_size=ctypes.sizeof(_lib.FwdArgs), q=0x1000, k=0x2000, v=0x3000, out=0x4000, lse=0x5000,
@@ -286,7 +286,8 @@ _EXPECTED_FIELDS = dict(
     heads_q=28, heads_k=29, head_dim=30, head_dim_v=31, dtype=1, out_dtype=2, softmax_scale=0.125, causal=1,
     window_left=-1, window_right=33, mask_align=1, softcap=2.5, cu_seqlens_q=0x6000, cu_seqlens_k=0x7000,
     seqused_k=0x8000, total_q=34, total_k=35, q_descale=0x9000, k_descale=0xA000, v_descale=0xB000,
-    descale_batch_stride=36, descale_head_stride=37, backend=2, device=3, stream=0xC000, v_colmajor=1)
+    descale_batch_stride=36, descale_head_stride=37, backend=2, device=3, stream=0xC000, v_colmajor=1,
+    tile_counter=0xD000)
 
 
 def fields(a):
@@ -344,7 +345,8 @@ def test_launch_fills_every_field_dense(captured_args):
         softmax_scale=pytest.approx(0.3), causal=1, window_left=5, window_right=-1,
         mask_align=_lib.ALIGN_TOP_LEFT, softcap=1.5, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None,
         total_q=0, total_k=0, q_descale=None, k_descale=None, v_descale=None, descale_batch_stride=0,
-        descale_head_stride=0, backend=_lib.BACKEND_SM80, device=-1, stream=0xABC0, v_colmajor=0)
+        descale_head_stride=0, backend=_lib.BACKEND_SM80, device=-1, stream=0xABC0, v_colmajor=0,
+        tile_counter=None)
     assert captured_args == [expected]
 
 
@@ -369,7 +371,24 @@ def test_launch_fills_every_field_varlen_fp8(captured_args):
         window_right=-1, mask_align=_lib.ALIGN_BOTTOM_RIGHT, softcap=0.0, cu_seqlens_q=cq.data_ptr(),
         cu_seqlens_k=ck.data_ptr(), seqused_k=used.data_ptr(), total_q=tq, total_k=tk,
         q_descale=qd.data_ptr(), k_descale=None, descale_batch_stride=hk, descale_head_stride=1,
-        backend=_lib.BACKEND_AUTO, device=-1, stream=0xABC0, v_colmajor=0)
+        backend=_lib.BACKEND_AUTO, device=-1, stream=0xABC0, v_colmajor=0, tile_counter=None)
+
+
+@pytest.mark.parametrize("be,causal,window_right,sm90,passed", [
+    ("auto", True, -1, True, True), ("sm90", False, 0, True, True), ("auto", False, -1, True, False),
+    ("sm80", True, -1, True, False), ("auto", True, -1, False, False)])
+def test_launch_passes_a_tile_counter_for_sm90_causal_and_local(captured_args, monkeypatch, be, causal,
+                                                                 window_right, sm90, passed):
+    """Causal/local calls on a compute capability 9.0 GPU (unless sm80 is forced) get fresh zeroed
+    scratch for the kernel's dynamic tile hand-out; others get NULL."""
+    monkeypatch.setattr(ops, "_is_sm90", lambda t: sm90)
+    made = []
+    monkeypatch.setattr(ops, "_tile_counter", lambda q: made.append(torch.zeros(2, dtype=torch.int32)) or made[-1])
+    q, out, lse = rnd(1, 5, 2, HD), torch.empty(1, 5, 2, HD, dtype=BF), torch.empty(1, 2, 5)
+    ops._launch(q, q, q, out, lse, None, None, None, 0, 0, None, None, None, 0.3, causal, -1, window_right,
+                0.0, False, be)
+    assert captured_args[0]["tile_counter"] == (made[0].data_ptr() if passed else None)
+    assert len(made) == int(passed)
 
 
 # ---- _kernel_ready -----------------------------------------------------------------------------

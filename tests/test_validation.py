@@ -371,6 +371,16 @@ def test_library_status_mapping():
         _lib.fwd(a)
 
 
+def test_library_refuses_a_misaligned_tile_counter():
+    """flashcute_fwd_args.tile_counter (int32 scratch) is checked before any device work."""
+    a = _lib.fwd_args(0x10000, 0x20000, 0x30000, 0x40000, 0, (8 * 64 * HD, 8 * HD, HD), (8 * 64 * HD, 8 * HD, HD),
+                      (8 * 64 * HD, 8 * HD, HD), (8 * 64 * HD, 8 * HD, HD), (0, 0), 1, 64, 64, 8, 8, HD, HD,
+                      _lib.DTYPE_BF16, _lib.DTYPE_BF16, 0.1, 1, -1, 0, _lib.ALIGN_BOTTOM_RIGHT, 0.0, 0, 0, 0, 0, 0,
+                      0, 0, 0, (0, 0), _lib.BACKEND_AUTO, -1, 0, tile_counter=0x50002)
+    with raises(ValueError, "tile_counter", "aligned"):
+        _lib.fwd(a)
+
+
 def test_supported_without_gpu_reports_reason():
     s = flashcute.supported(-1, "auto", "bf16", HD)
     if not torch.cuda.is_available():

@@ -112,6 +112,15 @@ extern "C" __attribute__((visibility("default"))) int fc_fwd(int dtype, const vo
   p.cu_seqlens_q = cu_q; p.cu_seqlens_k = cu_k; p.seqused_k = seqused_k;
   p.total_q = total_q; p.total_k = total_k;
   p.num_sms = num_sms; p.stream = stream;
+#ifdef ABL_TILE_COUNTER  // the dynamic tile hand-out: =1 zeroed per call (as the library's caller does), =2 zeroed once (the kernel leaves it zero)
+  static int* counter = nullptr;
+  if (!counter && cudaMalloc(&counter, 2 * sizeof(int)) != cudaSuccess) return 2;
+  static bool zeroed = false;
+  if ((ABL_TILE_COUNTER == 1 || !zeroed) &&
+      cudaMemsetAsync(counter, 0, 2 * sizeof(int), static_cast<cudaStream_t>(stream)) != cudaSuccess) return 2;
+  zeroed = true;
+  p.tile_counter = counter;
+#endif
   return dtype == flashcute::kDtype ? flashcute::FC_RUN<flashcute::kDtype, HD, HDV>(p)
                                     : 1 /* cudaErrorInvalidValue: the one compiled dtype only */;
 }

@@ -123,6 +123,13 @@ typedef struct flashcute_fwd_args {
    * 16h + 4q + i holds key 16h + 8(i / 2) + 2q + i % 2 (h < 2, q < 4, i < 4: the register layout
    * of P in the FP8 kernel); padding keys are zero. The kernel then skips its V transpose. */
   int32_t v_colmajor;
+
+  /* Appended in 0.1. Optional scratch: two int32 in device memory, zero when the launch starts
+   * (e.g. zeroed for each call). With it the sm90 kernel hands causal and local tiles out to its
+   * persistent CTAs dynamically (balanced to within a light tile, on every SM); the launch leaves
+   * it zero again once it completes. Launches that may run concurrently need separate scratch.
+   * NULL: a static tile order. Other calls ignore it. */
+  int32_t* tile_counter;
 } flashcute_fwd_args;
 
 /* The library's own sizeof(flashcute_fwd_args); callers compare it with theirs. */

@@ -102,6 +102,7 @@ class FwdArgs(ctypes.Structure):
         ("device", _i32),
         ("stream", ctypes.c_void_p),  # cudaStream_t
         ("v_colmajor", _i32),  # e4m3 dense: v is the permuted, padded V^T (flashcute.fp8.v_colmajor)
+        ("tile_counter", ctypes.c_void_p),  # int32[2] on the device, zero: causal/local tiles handed out dynamically
     ]
 
 
@@ -161,7 +162,7 @@ def fwd_args(q, k, v, out, lse, q_strides, k_strides, v_strides, out_strides, ls
              softmax_scale, causal, window_left, window_right, mask_align, softcap,
              cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
              q_descale, k_descale, v_descale, descale_strides, backend, device, stream,
-             v_colmajor=0) -> FwdArgs:
+             v_colmajor=0, tile_counter=0) -> FwdArgs:
     """A FwdArgs with every field set (struct_size included), in the header's field order.
     Pointers are ints (0 = NULL); q/k/v/out_strides are (batch, row, head) triples, lse_strides
     and descale_strides (batch, head) pairs. Packed in one struct.pack; values that struct refuses
@@ -171,7 +172,7 @@ def fwd_args(q, k, v, out, lse, q_strides, k_strides, v_strides, out_strides, ls
               *lse_strides, batch, seqlen_q, seqlen_k, heads_q, heads_k, head_dim, head_dim_v, dtype,
               out_dtype, softmax_scale, causal, window_left, window_right, mask_align, softcap,
               cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k, q_descale, k_descale, v_descale,
-              *descale_strides, backend, device, stream, v_colmajor)
+              *descale_strides, backend, device, stream, v_colmajor, tile_counter)
     try:
         return FwdArgs.from_buffer_copy(_FWD_STRUCT.pack(*values))
     except (struct.error, OverflowError):

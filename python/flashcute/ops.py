@@ -95,6 +95,25 @@ def _output_strides(out: torch.Tensor) -> list:
     return strides
 
 
+_SM90 = {}  # device index -> compute capability major == 9
+
+
+def _is_sm90(t: torch.Tensor) -> bool:
+    d = t.get_device()
+    r = _SM90.get(d)
+    if r is None:
+        r = _SM90[d] = d >= 0 and torch.cuda.get_device_capability(d)[0] == 9
+    return r
+
+
+def _tile_counter(q: torch.Tensor) -> torch.Tensor:
+    """Scratch for the sm90 kernel's dynamic hand-out of causal/local tiles
+    (flashcute_fwd_args.tile_counter): two int32 zeros, fresh per call. The kernel leaves them
+    zero, but fresh zeros stay correct on concurrent streams and under CUDA-graph capture (the
+    zeroing is captured with the launch). Measured cost: see benchmarks/RESULTS.md (run 75)."""
+    return q.new_zeros(2, dtype=torch.int32)
+
+
 _current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
@@ -186,6 +205,10 @@ def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen
         used = keep[-1].data_ptr()
     if v_is_vt:  # (b, hk, dv, keys): (batch, row = d, head) strides, dv from its third dim
         vs, vsh = (v.stride(0), v.stride(2), v.stride(1)), (vsh[0], vsh[3], vsh[1], vsh[2])
+    counter = 0
+    if (causal or window_right >= 0) and backend != "sm80" and _is_sm90(q):
+        keep.append(_tile_counter(q))
+        counter = keep[-1].data_ptr()
     descale_ptrs, descale_strides = [0, 0, 0], (0, 0)
     if q_descale is not None or k_descale is not None or v_descale is not None:
         for i, t in enumerate((q_descale, k_descale, v_descale)):
@@ -202,7 +225,7 @@ def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen
         _lib.ALIGN_TOP_LEFT if top_left else _lib.ALIGN_BOTTOM_RIGHT, softcap,
         cu_q, cu_k, used, total_q, total_k,
         descale_ptrs[0], descale_ptrs[1], descale_ptrs[2], descale_strides,
-        _lib.BACKENDS[backend], q.get_device(), _stream_handle(q), int(bool(v_is_vt)))
+        _lib.BACKENDS[backend], q.get_device(), _stream_handle(q), int(bool(v_is_vt)), counter)
     _lib.fwd(args)
     del keep
 

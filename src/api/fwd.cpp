@@ -18,7 +18,7 @@ namespace flashcute::api {
 namespace {
 
 // The size of the first released struct (ABI version 1). Callers send at least this much.
-// The first layout: everything up to stream (v_colmajor was appended after it).
+// The first layout: everything up to stream (v_colmajor and tile_counter were appended after it).
 constexpr uint64_t kFwdArgsSizeV1 = offsetof(flashcute_fwd_args, stream) + sizeof(void*);
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -156,6 +156,8 @@ flashcute_status validate(const flashcute_fwd_args& a) {
                                 rows_k, a.heads_k, a.head_dim_v)) != FLASHCUTE_OK) return s;
   if ((s = check_operand("out", a.out, element_bytes(a.out_dtype), varlen, a.out_batch_stride, a.out_row_stride,
                          a.out_head_stride, a.batch, rows_q, a.heads_q, a.head_dim_v)) != FLASHCUTE_OK) return s;
+  if (reinterpret_cast<uintptr_t>(a.tile_counter) % 4)
+    return fail(bad, "tile_counter: pointer must be 4-byte aligned");
   if (a.lse) {
     if (reinterpret_cast<uintptr_t>(a.lse) % 4) return fail(bad, "lse: pointer must be 4-byte aligned");
     if (a.lse_head_stride < 0 || (!varlen && a.lse_batch_stride < 0))
@@ -218,6 +220,7 @@ FwdParams make_params(const flashcute_fwd_args& a, const DeviceInfo& dev) {
   p.num_sms = dev.num_sms;
   p.stream = a.stream;
   p.v_colmajor = a.v_colmajor != 0;
+  p.tile_counter = a.tile_counter;
   return p;
 }
 

@@ -75,6 +75,9 @@ struct FwdParams {
   // each 32 keys, position 16h + 4q + i holds key 16h + 8(i / 2) + 2q + i % 2 (the P layout of
   // sm90/fwd_fp8.cuh); padding keys are zero. The sm90 FP8 kernel then skips its V transpose.
   bool v_colmajor = false;
+  // Optional scratch of two int32 on the device, zero at launch (flashcute_fwd_args.tile_counter):
+  // the sm90 kernel then hands causal/local tiles out dynamically and leaves it zero again.
+  int* tile_counter = nullptr;
 };
 
 }  // namespace flashcute

@@ -107,6 +107,9 @@ template <int D, int DV> struct VColMajorBuilt : std::bool_constant<D == DV && f
 #ifndef FLASHCUTE_SM90_L2_SECTIONS
 #define FLASHCUTE_SM90_L2_SECTIONS 1  // A/B switch: 0 = plain longest-first order for every head dim
 #endif
+#ifndef FLASHCUTE_SM90_DYNAMIC_TILES
+#define FLASHCUTE_SM90_DYNAMIC_TILES 1  // A/B switch: 0 = static rounds even with a tile counter
+#endif
 #ifndef FLASHCUTE_SM90_SECTION_GRID
 #define FLASHCUTE_SM90_SECTION_GRID 1  // A/B switch: 0 = all SMs even when rounds and sections drift
 #endif
@@ -203,6 +206,10 @@ int launch_fwd(const FwdParams& p, bool sections) {
   int grid = std::max(1, std::min(kp.sched.num_tiles(), num_sms));
   // Causal/local order: sections of about one round of tiles (tile_scheduler.cuh). Equal-cost
   // tiles keep every SM (their plain order already keeps one head's K/V in L2).
+  // Dynamic hand-out (a counter from the caller, FLASHCUTE_SM90_DYNAMIC_TILES): every SM, the
+  // same sections, no cut (tile_scheduler.cuh).
+  const bool dynamic = FLASHCUTE_SM90_DYNAMIC_TILES && kp.sched.longest_first && p.tile_counter != nullptr;
+  if (dynamic) kp.sched.counter = p.tile_counter;
   if (sections && kp.sched.longest_first) {
     const int nm = kp.sched.num_m_blocks;
     const int heads_per_section = std::max(1, grid / nm);
@@ -218,7 +225,7 @@ int launch_fwd(const FwdParams& p, bool sections) {
     // / 495 TFLOP/s (no sections).
     const int cut = heads_per_section * nm;
     if (FLASHCUTE_SM90_SECTION_GRID && nm <= grid) {
-      if (cut * 10 >= grid * 9) grid = std::min(grid, cut);
+      if (cut * 10 >= grid * 9) grid = dynamic ? grid : std::min(grid, cut);
       else kp.sched.heads_per_section = std::max(1, p.heads_q * p.batch);
     }
   }

@@ -8,11 +8,14 @@
 // Key blocks run from the last to the first, so the blocks that need a mask (the end of the keys,
 // the causal diagonal) come while the running max is still being built.
 //
+// Tiles and Q: the producer thread decides each tile (static order or claimed, tile_scheduler.cuh)
+// and writes its index into the tile header, published on mbarrier tile_full before Q is loaded.
 // Q: transaction barrier q_full; the consumers wait on its phase, which flips once per tile that
-// has work. Before loading the next tile's Q the producer waits on mbarrier q_empty, where every
-// consumer thread arrives once it no longer reads Q (after its last S GEMM, or after its O store
-// when O aliases Q's buffer). An mbarrier rather than a named barrier: the producer is a single
-// thread, and mbarrier arrivals count threads exactly.
+// has work. Before the next tile header (and Q) the producer waits on mbarrier q_empty, where
+// every consumer thread arrives once per tile when it no longer reads Q (after its last S GEMM, or
+// after its O store when O aliases Q's buffer; at once for a tile without work). An mbarrier
+// rather than a named barrier: the producer is a single thread, and mbarrier arrivals count
+// threads exactly.
 //
 // Ping-pong (kPingPong): consumer warpgroups take turns issuing their GEMMs, ordered by named
 // barriers kBarSchedWG0 + w: a WG waits for its turn, issues, then hands the turn on. So
@@ -127,18 +130,34 @@ struct Mainloop {
   struct Producer {
     PipelineStateK state_k = cutlass::make_producer_start_state<PipelineK>();
     PipelineStateV state_v = cutlass::make_producer_start_state<PipelineV>();
-    uint32_t q_empty_phase = 0, o_free_phase = 0;
+    // Before each tile: the readers are done with Q's buffer and the previous tile header. The
+    // phase parity is the header's buffers_phase: every tile, loaded or not, flips q_empty and
+    // o_free once; the first wait is on parity 1 of a fresh barrier, which returns at once (as
+    // for a CUTLASS producer's start state).
+    CUTE_DEVICE static void wait_buffers(SharedStorage& ss) {
+      mbar_wait(&ss.bar.q_empty, load_volatile(ss.bar.tile.buffers_phase));
+    }
+    // The tile header for t, once the readers are done with the previous one (and with Q).
+    // Published before Q is loaded: the consumers work out the tile while Q is in flight.
+    CUTE_DEVICE static void publish(SharedStorage& ss, int t) {
+      wait_buffers(ss);
+      ss.bar.tile.tile = t;
+      mbar_arrive(&ss.bar.tile_full);
+    }
 
-    // first: this CTA's first tile with keys to load (no earlier tile holds Q's or O's buffer).
+    // FP8 transposing warps: after the last tile, an end marker in the next V stage (a full
+    // phase with no bytes: the flag, then a plain arrive) tells them to stop.
+    CUTE_DEVICE void end_v(SharedStorage& ss) const {
+      const int s = state_v.index();
+      mbar_wait(reinterpret_cast<uint64_t*>(&ss.bar.pipe_v.empty_barrier_[s]), state_v.phase());
+      ss.bar.v_end[s] = 1;
+      mbar_arrive(reinterpret_cast<uint64_t*>(&ss.bar.pipe_v.full_barrier_[s]));
+    }
+
+    // Loads one tile with keys to load (its header is published).
     template <class KP>
     CUTE_DEVICE void load(KP const& kp, SharedStorage& ss, PipelineK& pipe_k, PipelineV& pipe_v,
-                          TileCoord const& tc, SeqInfo const& seq, TileRange const& r, bool first) {
-      // Q's buffer is reused tile after tile: wait until both consumer WGs are done with it.
-      if (!first) {
-        cutlass::arch::ClusterBarrier::wait(&ss.bar.q_empty, q_empty_phase);
-        q_empty_phase ^= 1;
-      }
-
+                          TileCoord const& tc, SeqInfo const& seq, TileRange const& r) {
       Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
       // Where the TMA puts V: V^T's buffer directly (16-bit, FP8 V^T), the landing buffer (FP8 V).
@@ -202,10 +221,7 @@ struct Mainloop {
         // K and V block by block: the transposing warps get each V as early as the rings allow.
         load_k(r.n_max - 1);
         // O staged in V's landing buffer: the previous tile's O store must have read it.
-        if (Traits::kOAliasV && !first) {
-          cutlass::arch::ClusterBarrier::wait(&ss.bar.o_free, o_free_phase);
-          o_free_phase ^= 1;
-        }
+        if (Traits::kOAliasV) mbar_wait(&ss.bar.o_free, load_volatile(ss.bar.tile.buffers_phase));
         issue_v(r.n_max - 1);
 #pragma unroll 1  // unrolled, the two tensor maps' addresses and coordinates outgrow 24 registers
         for (int n = r.n_max - 2; n >= r.n_min; --n) {
@@ -229,22 +245,20 @@ struct Mainloop {
     // the consumer side of pipe_v (V as it lands) and, with the phase flipped, the producer side
     // of pipe_vt (a producer starts one phase ahead). In this 24-register role, with two V blocks
     // in flight per transposing warp, every loop-carried register counts (a PipelineState and a
-    // counter spilled, run 56; a count and its bound spilled the bound, run 58), so the loop
-    // carries one: the blocks left, shifted up, and the total modulo 2 kStagesV in the low bits,
-    // from which k's stage and phase follow.
-    // blocks: how many V blocks the CTA loads, over all its tiles.
-    CUTE_DEVICE void transpose(SharedStorage& ss, PipelineV& pipe_v, PipelineVt& pipe_vt, int blocks) {
-      constexpr uint32_t kS = Traits::kStagesV, kPeriod = 2 * kS;  // stage and phase repeat
-      static_assert((kS & (kS - 1)) == 0, "a power-of-two ring");
-      constexpr int kShift = cute::log_2(kPeriod);
-      const uint32_t first = (uint32_t(blocks) << kShift) | (uint32_t(blocks) & (kPeriod - 1));
-      for (uint32_t r = first; r >= kPeriod; r -= kPeriod) {
-        // This block's index mod 2 kS: the total's low bits minus the blocks left.
-        const uint32_t k = ((r & (kPeriod - 1)) - (r >> kShift)) & (kPeriod - 1);
+    // counter spilled, run 56; a count and its bound spilled the bound, run 58; reading each
+    // tile's block count from its header spilled the shared-memory base), so the loop carries k
+    // alone and knows nothing of tiles: it ends at the stage where the producer put its end
+    // marker (Producer::end_v) instead of a V block.
+    CUTE_DEVICE void transpose(SharedStorage& ss, PipelineV& pipe_v, PipelineVt& pipe_vt) {
+      constexpr uint32_t kS = Traits::kStagesV;
+      static_assert((kS & (kS - 1)) == 0, "a power-of-two ring (k wraps at 2^32)");
+      for (uint32_t k = 0;; ++k) {
         const int stage = int(k % kS);
-        const uint32_t phase = k / kS;
+        const uint32_t phase = (k / kS) & 1;
         const PipelineStateV state_vl(stage, phase, k), state_vt(stage, phase ^ 1, k);
-        pipe_v.consumer_wait(state_vl);
+        // pipe_v.consumer_wait, as a wait that orders the end marker's read after it.
+        mbar_wait(reinterpret_cast<uint64_t*>(&ss.bar.pipe_v.full_barrier_[stage]), phase);
+        if (load_volatile(ss.bar.v_end[stage])) break;
         pipe_vt.producer_acquire(state_vt);
         transpose_v_stage<Traits>(ss.v_landing.data(), ss.v.data(), stage,
                                   int(threadIdx.x) - 32 * Traits::kFirstTransposeWarp);
@@ -262,7 +276,7 @@ struct Mainloop {
   struct Consumer {
     PipelineStateK state_k;
     PipelineStateV state_v;
-    uint32_t q_phase = 0;
+    uint32_t q_phase = 0;  // q_full flips once per loaded tile
     int wg;   // which 64 rows of the tile (0 .. kNumMmaWG - 1)
     int tid;  // index among the consumer threads
 

@@ -29,6 +29,7 @@
 #include <cutlass/pipeline/pipeline.hpp>
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <type_traits>
+#include "sm90/tile_scheduler.cuh"
 
 namespace flashcute::sm90 {
 
@@ -173,8 +174,12 @@ struct FwdTraits {
     typename PipelineV::SharedStorage pipe_v;
     typename PipelineVt::SharedStorage pipe_vt;  // FP8 only (unused otherwise)
     alignas(8) uint64_t q_full;   // transaction barrier: Q of the current tile landed
-    alignas(8) uint64_t q_empty;  // 256 consumer arrivals: Q's buffer (and O's, if aliased) is free
+    alignas(8) uint64_t q_empty;  // consumer arrivals: Q's buffer (and O's, if aliased) and the
+                                  // tile header are free (once per tile, loaded or not)
+    alignas(8) uint64_t tile_full;  // 1 arrival: the tile header is written
     alignas(8) uint64_t o_free;   // kOAliasV: 256 consumer arrivals: the O store read V's landing buffer
+    TileHeader tile;              // this tile's index, with Q (tile_scheduler.cuh)
+    int v_end[kStagesV];          // FP8 transposing warps: nonzero = the end, no V block here
   };
   // FP8's TMA landing buffer for V (its 1024-byte alignment comes with the array); an empty
   // member otherwise.

@@ -17,6 +17,8 @@
 // dim: TileConfig::kSections; off, one section holds every head.
 #pragma once
 
+#include <cute/tensor.hpp>
+
 namespace flashcute::sm90 {
 
 struct TileCoord {
@@ -31,6 +33,9 @@ struct StaticTileScheduler {
   // parameter directly (a product computed on the device was one register too many for the
   // d=256 consumer, and ptxas spilled it).
   int total_tiles = 0;
+  // Dynamic hand-out (TileRing below): FwdParams::tile_counter for causal/local tiles; nullptr:
+  // the static rounds.
+  int* counter = nullptr;
 
   CUTE_HOST_DEVICE int num_tiles() const { return num_m_blocks * num_heads * num_batch; }
 
@@ -63,5 +68,59 @@ struct StaticTileScheduler {
   CUTE_DEVICE int first() const { return at_round(0); }
   CUTE_DEVICE int next(int t) const { return at_round(t / int(gridDim.x) + 1); }
 };
+
+// Dynamic hand-out (causal/local with FwdParams::tile_counter). The static rounds above need a
+// round to be one section, so with 128 query blocks per head the launch cuts the grid to 128
+// CTAs (3 % of the SMs idle) and pairs heavy and light tiles only approximately. Here each CTA
+// takes its first tile (blockIdx.x) and then the next unclaimed one in the same order, from a
+// global counter, once its producer has issued a tile's loads: greedy list scheduling over the
+// longest-first sections, which ends on the lightest tiles and so balances to within a light
+// tile on every SM (simulated for the FA-convention shapes: 99.6-99.9 % of the mean at 4k-16k,
+// against 96-97 %). The counter (two int32: next tile, finished CTAs) must be zero at launch;
+// the last CTA to finish sets it back to zero.
+//
+// The tile header: the producer thread hands each tile's index to the other roles with the
+// tile's Q, static or claimed (fwd_kernel.cuh): written after q_empty says every reader is done
+// with the previous one (q_empty), published by the arrival on tile_full before the tile's Q
+// is loaded.
+struct TileHeader {
+  int tile;      // >= total_tiles: no more tiles
+  // The producer thread's own tile-loop state, kept here rather than in its 24 registers: held
+  // across a tile's loads in registers, these pushed the TMA issue sequence into local-memory
+  // spills (12-56 bytes, depending on the head dim). Each is touched once per tile.
+  int next;                 // the tile after this one (static order or claimed)
+  uint32_t buffers_phase;   // parity of q_empty's (and o_free's) phase the next tile waits for
+  int* counter;             // the hand-out's counter (as a kernel parameter the compiler held it
+                            // in two registers throughout the loop)
+};
+// A volatile access: the compiler reloads the value where it is used instead of keeping it.
+template <class T> CUTE_DEVICE T load_volatile(T const& x) { return *reinterpret_cast<T const volatile*>(&x); }
+
+// mbarrier arrive / wait that also order the header's plain shared-memory accesses around them.
+CUTE_DEVICE void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(cute::cast_smem_ptr_to_uint(bar)) : "memory");
+}
+CUTE_DEVICE void mbar_wait(uint64_t* bar, uint32_t phase) {
+  asm volatile(
+      "{\n\t.reg .pred P1;\n\t"
+      "MBAR_WAIT:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n\t"
+      "@!P1 bra MBAR_WAIT;\n\t}"
+      ::"r"(cute::cast_smem_ptr_to_uint(bar)), "r"(phase) : "memory");
+}
+
+CUTE_DEVICE int claim_tile(TileHeader& h) {
+  int* counter = load_volatile(h.counter);
+  return atomicAdd(counter, 1) + int(gridDim.x);
+}
+// After this CTA's last claim: the last CTA to get here zeroes the counter for the next launch
+// (every CTA has made its last atomicAdd on counter[0] before it counts itself finished).
+CUTE_DEVICE void finish_claims(int* counter) {
+  __threadfence();
+  if (atomicAdd(counter + 1, 1) == int(gridDim.x) - 1) {
+    counter[0] = 0;
+    counter[1] = 0;
+  }
+}
 
 }  // namespace flashcute::sm90
