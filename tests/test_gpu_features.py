@@ -280,7 +280,7 @@ def test_fp8_reaches_library():
                                      (torch.float8_e4m3fn, 256)])
 @pytest.mark.parametrize("sq,sk,mask", [(1000, 1300, dict(causal=True)), (1000, 300, dict(causal=True)),
                                         (700, 700, dict(window_size=(64, 32))),
-                                        (333, 1200, dict(causal=True, window_size=(100, -1)))])
+                                        (800, 1200, dict(causal=True, window_size=(100, -1)))])
 def test_dynamic_tile_handout_matches_static(monkeypatch, dtype, d, sq, sk, mask):
     """Causal/local calls on sm90 claim their tiles from a counter (in whatever order the CTAs
     finish); each tile is computed as in the static order, so out and LSE are bitwise the static
@@ -294,10 +294,12 @@ def test_dynamic_tile_handout_matches_static(monkeypatch, dtype, d, sq, sk, mask
     k, v = (randn(3, sk, 2, d, dtype=BF).to(dtype) for _ in range(2))
     scratch = torch.zeros(2, dtype=torch.int32, device="cuda")
     calls = []
-    monkeypatch.setattr(ops, "_tile_counter", lambda t: calls.append(1) or scratch)
+    monkeypatch.setattr(ops, "_tile_counter", lambda t, stream: calls.append(1) or scratch)
     runs = []
-    for sm90 in (True, True, False):  # dynamic, dynamic on the reused scratch, static
-        monkeypatch.setattr(ops, "_is_sm90", lambda t, sm90=sm90: sm90)
+    sms = ops._sm90_sms(q)
+    assert 3 * 8 * ((sq + 127) // 128) > sms  # shapes with tiles to balance
+    for dynamic in (True, True, False):  # dynamic, dynamic on the reused scratch, static
+        monkeypatch.setattr(ops, "_sm90_sms", lambda t, n=sms if dynamic else 0: n)
         out, lse = nan_buffers(q.to(BF), v, False)
         _fwd_into(q, k, v, out, lse, backend="sm90", **mask)
         torch.cuda.synchronize()
@@ -309,3 +311,40 @@ def test_dynamic_tile_handout_matches_static(monkeypatch, dtype, d, sq, sk, mask
         assert torch.equal(out, runs[0][0]) and torch.equal(lse, runs[0][1])
     if dtype == BF:
         check_close(runs[0][0], runs[0][1], q, k, v, "dynamic", **mask)
+
+
+def test_tile_counter_scratch_is_cached_per_stream_and_fresh_in_graph_capture():
+    """Eager causal calls on one stream share one counter buffer (the kernel leaves it zero, and
+    launches on a stream never overlap); another stream gets its own; a CUDA-graph capture gets
+    fresh zeros, zeroed in the graph, so replays (here on a side stream) stay correct."""
+    from flashcute import ops
+    require("sm90", BF, 128, 128)
+    q, k, v = (randn(4, 1024, 16, 128, dtype=BF) for _ in range(3))  # 512 tiles: a counter is passed
+    seen = []
+    real = ops._tile_counter
+    ops_tile_counter = lambda t, stream: seen.append(real(t, stream)) or seen[-1]  # noqa: E731
+    try:
+        ops._tile_counter = ops_tile_counter
+        first = flashcute.flash_attn_func(q, k, v, causal=True, backend="sm90")
+        again = flashcute.flash_attn_func(q, k, v, causal=True, backend="sm90")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            side = flashcute.flash_attn_func(q, k, v, causal=True, backend="sm90")
+        torch.cuda.current_stream().wait_stream(s)
+        assert seen[0] is seen[1] and seen[2] is not seen[0]
+        assert torch.equal(first, again) and torch.equal(first, side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(s):
+            with torch.cuda.graph(graph):
+                out = flashcute.flash_attn_func(q, k, v, causal=True, backend="sm90")
+        assert seen[3] is not seen[0] and seen[3] is not seen[2]
+        for _ in range(3):
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out, first)
+        for c in seen:
+            assert torch.equal(c, torch.zeros_like(c))
+    finally:
+        ops._tile_counter = real
+

@@ -374,17 +374,18 @@ def test_launch_fills_every_field_varlen_fp8(captured_args):
         backend=_lib.BACKEND_AUTO, device=-1, stream=0xABC0, v_colmajor=0, tile_counter=None)
 
 
-@pytest.mark.parametrize("be,causal,window_right,sm90,passed", [
-    ("auto", True, -1, True, True), ("sm90", False, 0, True, True), ("auto", False, -1, True, False),
-    ("sm80", True, -1, True, False), ("auto", True, -1, False, False)])
+@pytest.mark.parametrize("be,causal,window_right,sms,passed", [
+    ("auto", True, -1, 132, True), ("sm90", False, 0, 132, True), ("auto", False, -1, 132, False),
+    ("sm80", True, -1, 132, False), ("auto", True, -1, 0, False), ("auto", True, -1, 138, False)])
 def test_launch_passes_a_tile_counter_for_sm90_causal_and_local(captured_args, monkeypatch, be, causal,
-                                                                 window_right, sm90, passed):
-    """Causal/local calls on a compute capability 9.0 GPU (unless sm80 is forced) get fresh zeroed
-    scratch for the kernel's dynamic tile hand-out; others get NULL."""
-    monkeypatch.setattr(ops, "_is_sm90", lambda t: sm90)
+                                                                 window_right, sms, passed):
+    """Causal/local calls on a compute capability 9.x GPU (sms > 0; unless sm80 is forced) with
+    more query tiles than SMs get fresh zeroed scratch for the kernel's dynamic tile hand-out;
+    others get NULL. Here 3 x 2 heads x 23 tiles of 128 rows = 138 tiles."""
+    monkeypatch.setattr(ops, "_sm90_sms", lambda t: sms)
     made = []
-    monkeypatch.setattr(ops, "_tile_counter", lambda q: made.append(torch.zeros(2, dtype=torch.int32)) or made[-1])
-    q, out, lse = rnd(1, 5, 2, HD), torch.empty(1, 5, 2, HD, dtype=BF), torch.empty(1, 2, 5)
+    monkeypatch.setattr(ops, "_tile_counter", lambda q, st: made.append(torch.zeros(2, dtype=torch.int32)) or made[-1])
+    q, out, lse = rnd(3, 2900, 2, HD), torch.empty(3, 2900, 2, HD, dtype=BF), torch.empty(3, 2, 2900)
     ops._launch(q, q, q, out, lse, None, None, None, 0, 0, None, None, None, 0.3, causal, -1, window_right,
                 0.0, False, be)
     assert captured_args[0]["tile_counter"] == (made[0].data_ptr() if passed else None)

@@ -95,23 +95,46 @@ def _output_strides(out: torch.Tensor) -> list:
     return strides
 
 
-_SM90 = {}  # device index -> compute capability major == 9
+_SM90 = {}  # device index -> its SM count if compute capability 9.x, else 0
 
 
-def _is_sm90(t: torch.Tensor) -> bool:
+def _sm90_sms(t: torch.Tensor) -> int:
     d = t.get_device()
     r = _SM90.get(d)
     if r is None:
-        r = _SM90[d] = d >= 0 and torch.cuda.get_device_capability(d)[0] == 9
+        r = 0
+        if d >= 0 and torch.cuda.get_device_capability(d)[0] == 9:
+            r = torch.cuda.get_device_properties(d).multi_processor_count
+        _SM90[d] = r
     return r
 
 
-def _tile_counter(q: torch.Tensor) -> torch.Tensor:
+def _more_tiles_than_sms(q: torch.Tensor, batch: int, seqlen_q: int) -> bool:
+    """Whether the sm90 kernel may have tiles to balance: more query tiles than SMs (its tiles
+    have 128 or 192 rows; counting 128 errs towards passing a counter). With at most one tile per
+    CTA the static order is already the dynamic one, and the counter's zeroing would be a launch
+    for nothing."""
+    sms = _sm90_sms(q)
+    return sms > 0 and batch * q.shape[-2] * ((seqlen_q + 127) // 128) > sms
+
+
+_TILE_COUNTERS = {}  # (device, stream handle) -> int32[2] that every launch leaves zero
+
+
+def _tile_counter(q: torch.Tensor, stream: int) -> torch.Tensor:
     """Scratch for the sm90 kernel's dynamic hand-out of causal/local tiles
-    (flashcute_fwd_args.tile_counter): two int32 zeros, fresh per call. The kernel leaves them
-    zero, but fresh zeros stay correct on concurrent streams and under CUDA-graph capture (the
-    zeroing is captured with the launch). Measured cost: see benchmarks/RESULTS.md (run 75)."""
-    return q.new_zeros(2, dtype=torch.int32)
+    (flashcute_fwd_args.tile_counter): two int32, zero when a launch starts. The kernel sets them
+    back to zero as it finishes, so one buffer per (device, stream) serves every eager call on
+    that stream (launches on one stream never overlap); zeroing fresh scratch per call costs a
+    fill launch, 1.5-2.3 us a call (run 80). While a CUDA graph is being captured the scratch is
+    fresh zeros, zeroed inside the graph: a graph may be replayed on any stream."""
+    if torch.cuda.is_current_stream_capturing():
+        return q.new_zeros(2, dtype=torch.int32)
+    key = (q.get_device(), stream)
+    c = _TILE_COUNTERS.get(key)
+    if c is None:
+        c = _TILE_COUNTERS[key] = q.new_zeros(2, dtype=torch.int32)
+    return c
 
 
 _current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -205,9 +228,10 @@ def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen
         used = keep[-1].data_ptr()
     if v_is_vt:  # (b, hk, dv, keys): (batch, row = d, head) strides, dv from its third dim
         vs, vsh = (v.stride(0), v.stride(2), v.stride(1)), (vsh[0], vsh[3], vsh[1], vsh[2])
+    stream = _stream_handle(q)
     counter = 0
-    if (causal or window_right >= 0) and backend != "sm80" and _is_sm90(q):
-        keep.append(_tile_counter(q))
+    if (causal or window_right >= 0) and backend != "sm80" and _more_tiles_than_sms(q, batch, seqlen_q):
+        keep.append(_tile_counter(q, stream))
         counter = keep[-1].data_ptr()
     descale_ptrs, descale_strides = [0, 0, 0], (0, 0)
     if q_descale is not None or k_descale is not None or v_descale is not None:
@@ -225,7 +249,7 @@ def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen
         _lib.ALIGN_TOP_LEFT if top_left else _lib.ALIGN_BOTTOM_RIGHT, softcap,
         cu_q, cu_k, used, total_q, total_k,
         descale_ptrs[0], descale_ptrs[1], descale_ptrs[2], descale_strides,
-        _lib.BACKENDS[backend], q.get_device(), _stream_handle(q), int(bool(v_is_vt)), counter)
+        _lib.BACKENDS[backend], q.get_device(), stream, int(bool(v_is_vt)), counter)
     _lib.fwd(args)
     del keep
 
