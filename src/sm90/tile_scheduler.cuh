@@ -76,18 +76,20 @@ struct StaticTileScheduler {
 // global counter, once its producer has issued a tile's loads: greedy list scheduling over the
 // longest-first sections, which ends on the lightest tiles and so balances to within a light
 // tile on every SM (simulated for the FA-convention shapes: 99.6-99.9 % of the mean at 4k-16k,
-// against 96-97 %). The counter (two int32: next tile, finished CTAs) must be zero at launch;
-// the last CTA to finish sets it back to zero.
+// against 96-97 %; measured +0.7..+2.5 % causal at 4k-16k, runs 77-78). The counter (two int32:
+// next tile, finished CTAs) must be zero at launch; the last CTA to finish sets it back to zero.
 //
-// The tile header: the producer thread hands each tile's index to the other roles with the
-// tile's Q, static or claimed (fwd_kernel.cuh): written after q_empty says every reader is done
-// with the previous one (q_empty), published by the arrival on tile_full before the tile's Q
-// is loaded.
+// The tile header: the producer thread hands each tile's index, static or claimed, to the
+// consumers (fwd_kernel.cuh). It writes it once q_empty says they are done with the previous
+// one, and publishes it by an arrival on tile_full before the tile's Q is loaded, so that the
+// consumers work the tile out while Q is in flight (published with Q instead, run 76 lost
+// 3-12 % at 1k).
 struct TileHeader {
   int tile;      // >= total_tiles: no more tiles
   // The producer thread's own tile-loop state, kept here rather than in its 24 registers: held
   // across a tile's loads in registers, these pushed the TMA issue sequence into local-memory
-  // spills (12-56 bytes, depending on the head dim). Each is touched once per tile.
+  // spills (12-268 bytes, depending on the head dim; such spills cost run 75's bf16 d=128
+  // variant 15-18 %). Each is touched once per tile.
   int next;                 // the tile after this one (static order or claimed)
   uint32_t buffers_phase;   // parity of q_empty's (and o_free's) phase the next tile waits for
   int* counter;             // the hand-out's counter (as a kernel parameter the compiler held it
