@@ -95,17 +95,17 @@ def _output_strides(out: torch.Tensor) -> list:
     return strides
 
 
-_SM90 = {}  # device index -> its SM count if compute capability 9.x, else 0
+_SM90_SMS = {}  # device index -> its SM count if compute capability 9.x, else 0
 
 
 def _sm90_sms(t: torch.Tensor) -> int:
     d = t.get_device()
-    r = _SM90.get(d)
+    r = _SM90_SMS.get(d)
     if r is None:
         r = 0
         if d >= 0 and torch.cuda.get_device_capability(d)[0] == 9:
             r = torch.cuda.get_device_properties(d).multi_processor_count
-        _SM90[d] = r
+        _SM90_SMS[d] = r
     return r
 
 

@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     for (;;) {
       mbar_wait(&ss.bar.tile_full, header_phase);
       header_phase ^= 1;
-      const int t = *reinterpret_cast<int volatile*>(&ss.bar.tile.tile);
+      const int t = load_volatile(ss.bar.tile.tile);
       if (t >= sched.total_tiles) break;
       const TileCoord tc = sched.tile(t);
       const SeqInfo seq(p, tc.b);

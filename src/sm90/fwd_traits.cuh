@@ -178,7 +178,7 @@ struct FwdTraits {
                                   // tile header are free (once per tile, loaded or not)
     alignas(8) uint64_t tile_full;  // 1 arrival: the tile header is written
     alignas(8) uint64_t o_free;   // kOAliasV: 256 consumer arrivals: the O store read V's landing buffer
-    TileHeader tile;              // this tile's index, with Q (tile_scheduler.cuh)
+    TileHeader tile;              // this tile's index, published on tile_full (tile_scheduler.cuh)
     int v_end[kStagesV];          // FP8 transposing warps: nonzero = the end, no V block here
   };
   // FP8's TMA landing buffer for V (its 1024-byte alignment comes with the array); an empty

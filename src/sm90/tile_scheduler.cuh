@@ -33,8 +33,8 @@ struct StaticTileScheduler {
   // parameter directly (a product computed on the device was one register too many for the
   // d=256 consumer, and ptxas spilled it).
   int total_tiles = 0;
-  // Dynamic hand-out (TileRing below): FwdParams::tile_counter for causal/local tiles; nullptr:
-  // the static rounds.
+  // Dynamic hand-out (below): FwdParams::tile_counter for causal/local tiles; nullptr: the
+  // static rounds.
   int* counter = nullptr;
 
   CUTE_HOST_DEVICE int num_tiles() const { return num_m_blocks * num_heads * num_batch; }
