@@ -124,3 +124,10 @@ extern "C" __attribute__((visibility("default"))) int fc_fwd(int dtype, const vo
   return dtype == flashcute::kDtype ? flashcute::FC_RUN<flashcute::kDtype, HD, HDV>(p)
                                     : 1 /* cudaErrorInvalidValue: the one compiled dtype only */;
 }
+
+#if FAMILY == 90 && FLASHCUTE_SM90_TRACE
+// The event trace's buffer (src/sm90/trace.cuh; benchmarks/diag_trace.py): nullptr turns it off.
+extern "C" __attribute__((visibility("default"))) int fc_trace_set(void* buf) {
+  return cudaMemcpyToSymbol(flashcute::sm90::g_fc_trace, &buf, sizeof(buf));
+}
+#endif

@@ -17,6 +17,7 @@
 #include "common/utils.cuh"
 #include "sm90/fwd_softmax.cuh"
 #include "sm90/fwd_traits.cuh"
+#include "sm90/trace.cuh"
 
 namespace flashcute::sm90 {
 
@@ -64,9 +65,11 @@ struct Epilogue {
   }
 
   // scale_log2: the score scale the mainloop used; o_scale: FP8's v_descale (1 otherwise).
-  template <class KP, class TensorO, class Softmax>
+  // trace: the diagnostic trace's callback (trace.cuh), called with kTrEpi* events.
+  template <class KP, class TensorO, class Softmax, class Trace = NoTrace>
   CUTE_DEVICE void store(KP const& kp, SharedStorage& ss, SeqInfo const& seq, int h, int m_block,
-                         TensorO& tOrO, Softmax& softmax, float scale_log2, float o_scale) const {
+                         TensorO& tOrO, Softmax& softmax, float scale_log2, float o_scale,
+                         Trace const& trace = Trace{}) const {
     FwdParams const& p = kp.p;
     TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(tid);
@@ -96,13 +99,16 @@ struct Epilogue {
     Tensor sO_wg = make_tensor(make_smem_ptr(ss.o_ptr() + wg * 64 * kHeadDimV),
                                typename Traits::SmemLayoutOWG{});
 
+    trace(kTrEpiFinal);
     if (leader()) tma_store_wait<0>();  // the previous tile's store has read O's smem
     named_bar_sync(bar_id(), 128);
+    trace(kTrEpiBar1);
     auto smem_copy = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_pv);
     auto thr_copy = smem_copy.get_thread_slice(tid);
     copy(smem_copy, thr_copy.retile_S(rO), thr_copy.partition_D(sO));
     cutlass::arch::fence_view_async_shared();  // stmatrix writes -> visible to the TMA engine
     named_bar_sync(bar_id(), 128);
+    trace(kTrEpiStored);
 
     if (!seq.varlen) {
       if (leader()) {

@@ -17,6 +17,7 @@
 #include "sm90/fwd_mainloop.cuh"
 #include "sm90/fwd_traits.cuh"
 #include "sm90/tile_scheduler.cuh"
+#include "sm90/trace.cuh"
 
 namespace flashcute::sm90 {
 
@@ -87,6 +88,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
   PipelineV pipe_v(ss.bar.pipe_v, pv_params, Shape<_1, _1, _1>{});
   PipelineVt pipe_vt(ss.bar.pipe_vt, pvt_params, cute::true_type{});
   cutlass::arch::fence_barrier_init();
+  FC_TRACE_INIT();
   __syncthreads();  // barrier inits visible to every role before anyone waits on them
 
   StaticTileScheduler const& sched = kp.sched;
@@ -104,6 +106,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       TileHeader& h = ss.bar.tile;
       h.next = sched.first();
       h.buffers_phase = 1;
+      FC_TRACE(0, kTrStart, -1);
       for (;;) {
         const int t = load_volatile(h.next);
         if (t < sched.total_tiles) {
@@ -112,8 +115,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
           const WindowMask mask(p, seq);
           const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
           producer.publish(ss, t);
+          FC_TRACE(0, kTrPublish, t);
           // Tiles without keys to load: the consumers store zeros or skip them.
           if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
+          FC_TRACE(0, kTrLoads, t);
         } else {
           producer.publish(ss, t);  // the end
         }
@@ -121,7 +126,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
         const int done = load_volatile(h.tile);
         if (done >= sched.total_tiles) break;
         h.next = dynamic ? claim_tile(h) : sched.next(done);
+        if constexpr (FLASHCUTE_SM90_PREFETCH_Q) ML::Producer::prefetch_q(kp, ss, sched, load_volatile(h.next));
+        FC_TRACE(0, kTrClaim, load_volatile(h.next));
       }
+      FC_TRACE(0, kTrEnd, -1);
       if (dynamic) finish_claims(sched.counter);
       if constexpr (Traits::kTransposeV) producer.end_v(ss);
     } else if constexpr (Traits::kTransposeV) {
@@ -138,11 +146,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     typename Traits::TiledMmaPV mma_pv;
     Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDimV>>{});
     consumer.sched_start();
+    consumer.trace(kTrStart);
     uint32_t header_phase = 0;  // tile_full's parity for the next tile header
     for (;;) {
       mbar_wait(&ss.bar.tile_full, header_phase);
       header_phase ^= 1;
       const int t = load_volatile(ss.bar.tile.tile);
+      consumer.trace(kTrTileHeader, t);
       if (t >= sched.total_tiles) break;
       const TileCoord tc = sched.tile(t);
       const SeqInfo seq(p, tc.b);
@@ -162,8 +172,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       } else {
         consumer.mma(p, ss, pipe_k, pipe_v, mask, r, tc.m_block, ds.qk, tOrO, softmax);
       }
+#if FLASHCUTE_SM90_TRACE >= 2
+      epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v,
+                     [&](int ev) { consumer.trace(ev); });
+#else
       epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v);
+#endif
+      consumer.trace(kTrEpilogue, t);
     }
+    consumer.trace(kTrEnd);
     consumer.sched_finish();
     epilogue.finish();
   }

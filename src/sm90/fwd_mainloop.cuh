@@ -34,10 +34,19 @@
 #include "sm90/fwd_softmax.cuh"
 #include "sm90/fwd_traits.cuh"
 #include "sm90/tile_scheduler.cuh"
+#include "sm90/trace.cuh"
 
 namespace flashcute::sm90 {
 
 using namespace cute;
+
+// Events inside the key loop's turns: only with FLASHCUTE_SM90_TRACE=2 (they cost the turn a few
+// dozen cycles each).
+#if FLASHCUTE_SM90_TRACE >= 2
+#define FC_TRACE_LOOP(x) x
+#else
+#define FC_TRACE_LOOP(x) ((void)0)
+#endif
 
 // Which key blocks a tile touches. active == false: the query block lies past this sequence's
 // end (varlen), nothing to write. n_min == n_max: every key is masked, write O = 0, LSE = -inf.
@@ -79,6 +88,10 @@ CUTE_DEVICE void wgmma_issue(TiledMma& mma, TA&& tA, TB const& tB, TC& tC, bool 
 // Where the wait for P V goes (warpgroup_wait_after below). A/B switch: 0 = never pinned (plain
 // warpgroup_wait<0>, which ptxas hoists), 1 = always, 2 = FP8 only (default: measured +8-9 % for
 // e4m3 d=128 at 1k-4k, and -2..-4 % for bf16 at 1k; run 14 in benchmarks/RESULTS.md).
+#ifndef FLASHCUTE_SM90_PREFETCH_Q
+#define FLASHCUTE_SM90_PREFETCH_Q 0  // A/B switch: Producer::prefetch_q
+#endif
+
 #ifndef FLASHCUTE_SM90_PIN_PV_WAIT
 #define FLASHCUTE_SM90_PIN_PV_WAIT 2
 #endif
@@ -143,6 +156,25 @@ struct Mainloop {
       wait_buffers(ss);
       ss.bar.tile.tile = t;
       mbar_arrive(&ss.bar.tile_full);
+    }
+
+    // L2 prefetch of tile t's Q (A/B switch FLASHCUTE_SM90_PREFETCH_Q): issued once the tile
+    // after the current one is known, so that its Q load, issued only when the consumers free
+    // Q's buffer, hits L2 rather than DRAM (the trace measured ~1,200 cycles per tile between
+    // the tile header and Q landing, bf16 d=128).
+    template <class KP, class Sched>
+    CUTE_DEVICE static void prefetch_q(KP const& kp, SharedStorage& ss, Sched const& sched, int t) {
+      if (t >= sched.total_tiles) return;
+      const TileCoord tc = sched.tile(t);
+      const SeqInfo seq(kp.p, tc.b);
+      if (tc.m_block * kBlockM >= seq.seqlen_q) return;
+      Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
+      Tensor mQ = domain_offset(make_coord(int(seq.q_row0), _0{}),
+                                kp.tma_q.get_tma_tensor(kp.shape_q)(_, _, tc.h, seq.varlen ? 0 : seq.b));
+      Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(tc.m_block, _0{}));
+      auto [tQg, tQs] = tma_partition(kp.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                      group_modes<0, 2>(gQ));
+      cute::prefetch(kp.tma_q, tQg);
     }
 
     // FP8 transposing warps: after the last tile, an end marker in the next V stage (a full
@@ -280,6 +312,21 @@ struct Mainloop {
     int wg;   // which 64 rows of the tile (0 .. kNumMmaWG - 1)
     int tid;  // index among the consumer threads
 
+    // Diagnostic trace (trace.cuh; compiled out unless FLASHCUTE_SM90_TRACE): the warpgroup's
+    // first thread records the event; the count stays in a register.
+#if FLASHCUTE_SM90_TRACE
+    int trace_n = 0;
+    CUTE_DEVICE void trace(int ev, int tile = -1) {
+      if ((tid & 127) == 0) {
+        trace_event_at(1 + wg, trace_n, ev, tile);
+        if (ev == kTrEnd) trace_count(1 + wg, trace_n + 1);
+      }
+      ++trace_n;
+    }
+#else
+    CUTE_DEVICE void trace(int, int = -1) const {}
+#endif
+
     // The turn passes round the consumer warpgroups: 0, 1, (2,) 0, ...
     static constexpr int kWGs = Traits::kNumMmaWG;
     // (Two warpgroups: the ids as selects, the form the d=256 kernel fits its registers with;
@@ -380,6 +427,7 @@ struct Mainloop {
 
       cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar.q_full, q_phase);
       q_phase ^= 1;
+      trace(kTrQ);
 
       if constexpr (Traits::kIntraWGOverlap) {
         // Prologue: S(n_max-1) alone.
@@ -387,24 +435,31 @@ struct Mainloop {
         sched_wait();
         wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
         sched_signal();
+        trace(kTrS0);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(state_k);
         ++state_k;
         scores_to_p(r.n_max - 1);
         convert_p();
+        trace(kTrP0);
         bool first_pv = true;
         // Steady state: S(n) and O += P(n+1) V(n+1) in flight together.
         for (int n = r.n_max - 2; n >= r.n_min; --n) {
           pipe_k.consumer_wait(state_k);
           sched_wait();
+          trace(kTrIter, n);
           wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
+          FC_TRACE_LOOP(trace(kTrQKIssued));
           pipe_v.consumer_wait(state_v);
+          FC_TRACE_LOOP(trace(kTrVReady));
           wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
           first_pv = false;
+          FC_TRACE_LOOP(trace(kTrPVIssued));
           sched_signal();
           warpgroup_wait<1>();  // S(n) done; P V still running
           warpgroup_fence_operand(tSrS);
+          FC_TRACE_LOOP(trace(kTrSDone));
           pipe_k.consumer_release(state_k);
           ++state_k;
           scores_to_p(n);
@@ -417,10 +472,12 @@ struct Mainloop {
           }
           warpgroup_fence_operand(tOrO);
           warpgroup_fence_operand(tOrP);
+          FC_TRACE_LOOP(trace(kTrPVDone));
           pipe_v.consumer_release(state_v);
           ++state_v;
           softmax.rescale(oRowCol, corr);
           convert_p();
+          FC_TRACE_LOOP(trace(kTrPReady));
         }
         release_q();
         // Epilogue: the last O += P V alone.
@@ -428,10 +485,12 @@ struct Mainloop {
         sched_wait();
         wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
         sched_signal();
+        trace(kTrLastPV);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         pipe_v.consumer_release(state_v);
         ++state_v;
+        trace(kTrLastPVDone);
       } else {
         // Plain schedule: S, softmax, P V, one block at a time (the ablation baseline).
         bool first_pv = true;

@@ -1,0 +1,93 @@
+// Diagnostic event trace of the sm90 forward kernel (off unless FLASHCUTE_SM90_TRACE=1; the
+// library never defines it). Built into an ablation harness (scripts/build_ablation.sh with
+// -DFLASHCUTE_SM90_TRACE=1), it records SM clock stamps at the points where a tile's time goes:
+// the producer thread's header/loads/claim and each consumer warpgroup's Q wait, first S,
+// every key-loop turn, last P V and epilogue. benchmarks/diag_trace.py runs it and
+// benchmarks/trace_report.py turns it into per-tile figures (iteration period, tile overhead).
+//
+// Layout of the buffer (set by the harness's fc_trace_set): for each CTA and role (0: producer
+// thread, 1 + w: consumer warpgroup w's first thread) kTraceCap + 1 pairs of 64-bit words; pair 0
+// holds the event count, pair i the i-th event: (clock64, event << 32 | tile).
+#pragma once
+
+#include <cute/config.hpp>
+
+#ifndef FLASHCUTE_SM90_TRACE
+#define FLASHCUTE_SM90_TRACE 0
+#endif
+
+namespace flashcute::sm90 {
+
+enum TraceEvent : int {
+  kTrStart = 1,       // the role starts its work (after the barrier inits)
+  kTrTileHeader = 2,  // consumer: the tile header arrived (tile index known)
+  kTrQ = 3,           // consumer: Q landed
+  kTrS0 = 4,          // consumer: the tile's first S issued (its ping-pong turn taken)
+  kTrP0 = 5,          // consumer: the first block's P ready (prologue softmax done)
+  kTrIter = 6,        // consumer: a key-loop turn taken (before its GEMMs issue)
+  kTrLastPV = 7,      // consumer: the last P V issued
+  kTrLastPVDone = 8,  // consumer: the last P V finished
+  kTrEpilogue = 9,    // consumer: the epilogue done (O stored)
+  kTrPublish = 10,    // producer: the tile header published (Q's buffer was free)
+  kTrLoads = 11,      // producer: the tile's last load issued
+  kTrClaim = 12,      // producer: the next tile known (claimed or static)
+  kTrEnd = 13,        // the role finished
+  // Inside a key-loop turn (consumer):
+  kTrQKIssued = 14,   // S = Q K^T issued
+  kTrVReady = 15,     // V's stage landed
+  kTrPVIssued = 16,   // O += P V issued (the turn is handed on next)
+  kTrSDone = 17,      // S finished
+  kTrPVDone = 18,     // P V finished
+  kTrPReady = 19,     // the turn's softmax done, P converted
+  // Inside the epilogue (consumer):
+  kTrEpiFinal = 20,   // O normalised and converted, LSE written
+  kTrEpiBar1 = 21,    // O's smem free (previous store read it), the warpgroup at its barrier
+  kTrEpiStored = 22,  // O in smem (stmatrix, fence, barrier)
+};
+// A trace callback that records nothing (the epilogue's default).
+struct NoTrace {
+  CUTE_DEVICE void operator()(int) const {}
+};
+
+#if FLASHCUTE_SM90_TRACE
+constexpr int kTraceCap = 16383;
+constexpr int kTraceRoles = 4;  // producer + up to 3 consumer warpgroups
+__device__ unsigned long long* g_fc_trace = nullptr;
+
+CUTE_DEVICE int* trace_counters() {
+  __shared__ int n[kTraceRoles];
+  return n;
+}
+CUTE_DEVICE void trace_init() {
+  if (threadIdx.x == 0)
+    for (int r = 0; r < kTraceRoles; ++r) trace_counters()[r] = 0;
+}
+// Event i of a role whose recording thread keeps its own count (one 16-byte store).
+CUTE_DEVICE void trace_event_at(int role, int i, int ev, int tile) {
+  unsigned long long* buf = g_fc_trace;
+  if (buf == nullptr || i >= kTraceCap) return;
+  unsigned long long* r = buf + (size_t(blockIdx.x) * kTraceRoles + role) * (kTraceCap + 1) * 2;
+  *reinterpret_cast<ulonglong2*>(r + 2 * (i + 1)) =
+      make_ulonglong2(clock64(), (static_cast<unsigned long long>(ev) << 32) | static_cast<unsigned>(tile));
+}
+CUTE_DEVICE void trace_count(int role, int n) {
+  unsigned long long* buf = g_fc_trace;
+  if (buf == nullptr) return;
+  buf[(size_t(blockIdx.x) * kTraceRoles + role) * (kTraceCap + 1) * 2] = static_cast<unsigned long long>(min(n, kTraceCap));
+}
+// Event of a role counted in shared memory (the producer thread).
+CUTE_DEVICE void trace_event(int role, int ev, int tile) {
+  volatile int* n = trace_counters();
+  const int i = n[role];
+  n[role] = i + 1;
+  trace_event_at(role, i, ev, tile);
+  trace_count(role, i + 1);
+}
+#define FC_TRACE_INIT() ::flashcute::sm90::trace_init()
+#define FC_TRACE(role, ev, tile) ::flashcute::sm90::trace_event((role), (ev), (tile))
+#else
+#define FC_TRACE_INIT() ((void)0)
+#define FC_TRACE(role, ev, tile) ((void)0)
+#endif
+
+}  // namespace flashcute::sm90
