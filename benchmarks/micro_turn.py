@@ -15,6 +15,8 @@ MODES = {  # name: (warpgroup 0's mode, warpgroup 1's mode); bits 1 S GEMM, 2 P 
     "PV alone": (2, 0),
     "S+PV alone": (3, 0),
     "S+PV both WGs": (3, 3),
+    "S,PV interleaved alone": (128 | 3, 0),
+    "S,PV interleaved both WGs": (128 | 3, 128 | 3),
     "softmax alone": (4, 0),
     "softmax | other WG S+PV": (4, 3),
     "S+PV+softmax alone (serial)": (7, 0),
@@ -25,6 +27,9 @@ MODES = {  # name: (warpgroup 0's mode, warpgroup 1's mode); bits 1 S GEMM, 2 P 
     "loop: no ping-pong, pinned wait": (8 | 32, 8 | 32),
     "loop: one WG, pinned wait": (8 | 32, 0),
     "loop: one WG, hoisted wait": (8, 0),
+    "loop: interleaved, ping-pong": (8 | 16 | 64, 8 | 16 | 64),
+    "loop: interleaved, no ping-pong": (8 | 64, 8 | 64),
+    "loop: interleaved, one WG": (8 | 64, 0),
 }
 
 

@@ -14,18 +14,13 @@ namespace flashcute::sm90 {
 using namespace cute;
 using MT = FwdTraits<cutlass::bfloat16_t, 128, 128, 128, 2, kOSeparate>;
 
-// mode bits per warpgroup (wg 0, 1): 1 = S GEMM, 2 = P V GEMM, 4 = softmax of the S fragment.
-__global__ void __launch_bounds__(384, 1) micro_turn(int mode0, int mode1, int iters, long long* out, float* sink) {
-  extern __shared__ __align__(1024) char smem_raw[];
-  auto& ss = *reinterpret_cast<typename MT::SharedStorage*>(smem_raw);
-  const int wg = int(threadIdx.x) / 128 - 1;
-  if (wg < 0) {
-    cutlass::arch::warpgroup_reg_dealloc<24>();
-    return;
-  }
-  cutlass::arch::warpgroup_reg_alloc<240>();
+// Mode bits (compile time, one per warpgroup: a runtime branch around the WGMMAs makes ptxas
+// serialise them, C7518): 1 S GEMM, 2 P V GEMM, 4 softmax of the S fragment, 8 the key loop's
+// schedule (16 ping-pong, 32 pinned P V wait, 64 S and P V k-steps alternated), 128 S and P V
+// alternated (GEMMs only).
+template <int mode>
+__device__ __forceinline__ void run_mode(typename MT::SharedStorage& ss, int wg, int iters, long long* out, float* sink) {
   const int tid = int(threadIdx.x) - 128;
-  const int mode = wg == 0 ? mode0 : mode1;
   typename MT::TiledMmaQK mma_qk;
   typename MT::TiledMmaPV mma_pv;
   auto thr_qk = mma_qk.get_thread_slice(tid);
@@ -49,22 +44,44 @@ __global__ void __launch_bounds__(384, 1) micro_turn(int mode0, int mode1, int i
   __syncwarp();
   named_bar_sync(1, 256);  // both consumer warpgroups start together
   const long long t0 = clock64();
-  if (mode & 8) {
+  if constexpr (mode == 0) {
+  } else if constexpr ((mode & 8) != 0) {
     // The key loop's schedule (no loads): S(n) and P(n+1) V issued in one turn, then the
     // softmax of S(n). Bits: 16 ping-pong turns between the two warpgroups (named barriers 2, 3),
     // 32 the P V wait pinned after the softmax's exponentials (warpgroup_wait_after), else the
     // plain wait that ptxas hoists.
-    const bool pp = mode & 16;
-    if (pp && wg == 1) named_bar_arrive(2, 256);
+    constexpr bool pp = (mode & 16) != 0;
+    if constexpr (pp) if (wg == 1) named_bar_arrive(2, 256);
     for (int it = 0; it < iters; ++it) {
-      if (pp) named_bar_sync(2 + wg, 256);
-      wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, it & 1), tSrS, true);
-      wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, it & 1), tOrO, false);
-      if (pp) named_bar_arrive(2 + (1 - wg), 256);
-      warpgroup_wait<1>();
+      if constexpr (pp) named_bar_sync(2 + wg, 256);
+      if constexpr ((mode & 64) != 0) {
+        // S's and P V's k-steps alternated in one commit group: two independent accumulator
+        // chains in flight instead of one after the other.
+        warpgroup_fence_operand(tOrP);
+        warpgroup_fence_operand(tSrS);
+        warpgroup_fence_operand(tOrO);
+        warpgroup_arrive();
+        mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
+        mma_pv.accumulate_ = GMMA::ScaleOut::One;
+        CUTE_UNROLL
+        for (int k = 0; k < size<2>(tSrQ); ++k) {
+          cute::gemm(mma_qk, tSrQ(_, _, k), tSrK(_, _, k, it & 1), tSrS);
+          mma_qk.accumulate_ = GMMA::ScaleOut::One;
+          cute::gemm(mma_pv, tOrP(_, _, k), tOrV(_, _, k, it & 1), tOrO);
+        }
+        warpgroup_commit_batch();
+        warpgroup_fence_operand(tSrS);
+        warpgroup_fence_operand(tOrO);
+        warpgroup_fence_operand(tOrP);
+      } else {
+        wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, it & 1), tSrS, true);
+        wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, it & 1), tOrO, false);
+      }
+      if constexpr (pp) named_bar_arrive(2 + (1 - wg), 256);
+      if constexpr ((mode & 64) != 0) warpgroup_wait<0>(); else warpgroup_wait<1>();
       warpgroup_fence_operand(tSrS);
       softmax.online(sRowCol, 0.125f, corr);
-      if (mode & 32) {
+      if constexpr ((mode & 32) != 0) {
         warpgroup_wait_after<0>(softmax.sum_dependency());
       } else {
         warpgroup_wait<0>();
@@ -75,25 +92,40 @@ __global__ void __launch_bounds__(384, 1) micro_turn(int mode0, int mode1, int i
       Tensor rP = convert_fragment<cutlass::bfloat16_t>(tSrS);
       for (int i = 0; i < size(rP); ++i) tOrP(i) = rP(i);
     }
-    if (pp && wg == 0) named_bar_sync(2, 256);
-  } else
+    if constexpr (pp) if (wg == 0) named_bar_sync(2, 256);
+  } else {
   for (int it = 0; it < iters; ++it) {
-    if (mode & 1) wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, it & 1), tSrS, true);
-    if (mode & 2) wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, it & 1), tOrO, false);
-    if (mode & 3) {
+    if constexpr ((mode & 128) != 0) {  // S and P V alternated k-step by k-step (one commit group)
+      warpgroup_fence_operand(tSrS);
+      warpgroup_fence_operand(tOrO);
+      warpgroup_arrive();
+      mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
+      CUTE_UNROLL
+      for (int k = 0; k < size<2>(tSrQ); ++k) {
+        cute::gemm(mma_qk, tSrQ(_, _, k), tSrK(_, _, k, it & 1), tSrS);
+        mma_qk.accumulate_ = GMMA::ScaleOut::One;
+        cute::gemm(mma_pv, tOrP(_, _, k), tOrV(_, _, k, it & 1), tOrO);
+      }
+      warpgroup_commit_batch();
+    } else {
+      if constexpr ((mode & 1) != 0) wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, it & 1), tSrS, true);
+      if constexpr ((mode & 2) != 0) wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, it & 1), tOrO, false);
+    }
+    if constexpr ((mode & 3) != 0) {
       warpgroup_wait<0>();
       warpgroup_fence_operand(tSrS);
       warpgroup_fence_operand(tOrO);
     }
-    if (mode & 4) {
+    if constexpr ((mode & 4) != 0) {
       softmax.online(sRowCol, 0.125f, corr);
       softmax.rescale(oRowCol, corr);
       Tensor rP = convert_fragment<cutlass::bfloat16_t>(tSrS);
       for (int i = 0; i < size(rP); ++i) tOrP(i) = rP(i);
       // Keep the next block's scores data-dependent on this P (no GEMM refills them here).
-      if (!(mode & 1))
+      if constexpr (!(mode & 1))
         for (int i = 0; i < size(tSrS); ++i) tSrS(i) = float(tOrP(i)) * 3.f + float(i & 7);
     }
+  }
   }
   const long long t1 = clock64();
   if ((tid & 127) == 0) out[wg] = t1 - t0;
@@ -102,13 +134,34 @@ __global__ void __launch_bounds__(384, 1) micro_turn(int mode0, int mode1, int i
   for (int i = 0; i < size(tSrS); ++i) acc += tSrS(i);
   if (acc == 12345.f) sink[tid] = acc;
 }
+template <int M0, int M1>
+__global__ void __launch_bounds__(384, 1) micro_turn(int iters, long long* out, float* sink) {
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& ss = *reinterpret_cast<typename MT::SharedStorage*>(smem_raw);
+  const int wg = int(threadIdx.x) / 128 - 1;
+  if (wg < 0) {
+    cutlass::arch::warpgroup_reg_dealloc<24>();
+    return;
+  }
+  cutlass::arch::warpgroup_reg_alloc<240>();
+  if (wg == 0) run_mode<M0>(ss, 0, iters, out, sink);
+  else run_mode<M1>(ss, 1, iters, out, sink);
+}
 }  // namespace flashcute::sm90
+
+#define FC_MICRO_MODES(X) X(1, 0) X(2, 0) X(3, 0) X(3, 3) X(131, 0) X(131, 131) X(4, 0) X(4, 3) X(7, 0) X(7, 7) \
+  X(24, 24) X(56, 56) X(8, 8) X(40, 40) X(40, 0) X(8, 0) X(88, 88) X(72, 72) X(72, 0)
 
 extern "C" __attribute__((visibility("default"))) int fc_micro_turn(int mode0, int mode1, int iters,
                                                                     long long* out, float* sink) {
   using namespace flashcute::sm90;
   const int smem = int(sizeof(typename MT::SharedStorage));
-  cudaFuncSetAttribute(micro_turn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  micro_turn<<<1, 384, smem>>>(mode0, mode1, iters, out, sink);
-  return int(cudaDeviceSynchronize());
+#define FC_MICRO_CASE(a, b)                                                                        \
+  if (mode0 == a && mode1 == b) {                                                                  \
+    cudaFuncSetAttribute(micro_turn<a, b>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);     \
+    micro_turn<a, b><<<1, 384, smem>>>(iters, out, sink);                                          \
+    return int(cudaDeviceSynchronize());                                                           \
+  }
+  FC_MICRO_MODES(FC_MICRO_CASE)
+  return -1;  // a mode pair not instantiated
 }

@@ -85,6 +85,40 @@ CUTE_DEVICE void wgmma_issue(TiledMma& mma, TA&& tA, TB const& tB, TC& tC, bool 
   if constexpr (kARegs) warpgroup_fence_operand(tA);
 }
 
+// Issue two tiled WGMMAs as one commit group with their k-steps alternated (A/B switch
+// FLASHCUTE_SM90_INTERLEAVE_SPV): S(n) and O += P(n+1) V(n+1) accumulate into different
+// registers, so alternating them keeps two independent accumulator chains in flight.
+template <class Mma1, class TA1, class TB1, class TC1, class Mma2, class TA2, class TB2, class TC2>
+CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c1, bool zero1,
+                                  Mma2& m2, TA2& a2, TB2 const& b2, TC2& c2, bool zero2) {
+  constexpr int K1 = decltype(size<2>(a1))::value, K2 = decltype(size<2>(a2))::value;
+  warpgroup_fence_operand(a2);
+  warpgroup_fence_operand(c1);
+  warpgroup_fence_operand(c2);
+  warpgroup_arrive();
+  m1.accumulate_ = zero1 ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+  m2.accumulate_ = zero2 ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+  CUTE_UNROLL
+  for (int k = 0; k < (K1 > K2 ? K1 : K2); ++k) {
+    if (k < K1) {
+      cute::gemm(m1, a1(_, _, k), b1(_, _, k), c1);
+      m1.accumulate_ = GMMA::ScaleOut::One;
+    }
+    if (k < K2) {
+      cute::gemm(m2, a2(_, _, k), b2(_, _, k), c2);
+      m2.accumulate_ = GMMA::ScaleOut::One;
+    }
+  }
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(c1);
+  warpgroup_fence_operand(c2);
+  warpgroup_fence_operand(a2);
+}
+
+#ifndef FLASHCUTE_SM90_INTERLEAVE_SPV
+#define FLASHCUTE_SM90_INTERLEAVE_SPV 0
+#endif
+
 // Where the wait for P V goes (warpgroup_wait_after below). A/B switch: 0 = never pinned (plain
 // warpgroup_wait<0>, which ptxas hoists), 1 = always, 2 = FP8 only (default: measured +8-9 % for
 // e4m3 d=128 at 1k-4k, and -2..-4 % for bf16 at 1k; run 14 in benchmarks/RESULTS.md).
@@ -449,15 +483,24 @@ struct Mainloop {
           pipe_k.consumer_wait(state_k);
           sched_wait();
           trace(kTrIter, n);
-          wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
-          FC_TRACE_LOOP(trace(kTrQKIssued));
-          pipe_v.consumer_wait(state_v);
-          FC_TRACE_LOOP(trace(kTrVReady));
-          wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
-          first_pv = false;
-          FC_TRACE_LOOP(trace(kTrPVIssued));
-          sched_signal();
-          warpgroup_wait<1>();  // S(n) done; P V still running
+          if constexpr (FLASHCUTE_SM90_INTERLEAVE_SPV) {
+            pipe_v.consumer_wait(state_v);
+            wgmma_issue_pair(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true,
+                             mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
+            first_pv = false;
+            sched_signal();
+            warpgroup_wait<0>();  // S(n) and P V both done
+          } else {
+            wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
+            FC_TRACE_LOOP(trace(kTrQKIssued));
+            pipe_v.consumer_wait(state_v);
+            FC_TRACE_LOOP(trace(kTrVReady));
+            wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
+            first_pv = false;
+            FC_TRACE_LOOP(trace(kTrPVIssued));
+            sched_signal();
+            warpgroup_wait<1>();  // S(n) done; P V still running
+          }
           warpgroup_fence_operand(tSrS);
           FC_TRACE_LOOP(trace(kTrSDone));
           pipe_k.consumer_release(state_k);
