@@ -26,7 +26,7 @@ build() {  # name:flag1,flag2
     -Isrc -Iinclude -I"$cut/include" -I"$cut/tools/util/include" -DFAMILY="$famnum" "${fp8[@]}" -DHD="$hd" -DHDV="$hd" \
     -DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED -shared -Xcompiler -fPIC -Xcompiler -fvisibility=hidden \
     -Xlinker --exclude-libs,ALL "${extra[@]}" benchmarks/ablation/harness.cu \
-    -o ".carry/ablation/sm${family}_hd${hd}_${name}.so" 2>&1 | grep -E "spill|Used" | sed "s/^/[$name] /"
+    -o ".carry/ablation/sm${family}_hd${hd}_${name}.so" 2>&1 | grep -E "spill|Used|C75" | sed "s/^/[$name] /"
 }
 # Two compile jobs at a time (the 2-core build machine).
 i=0

@@ -54,25 +54,9 @@ __device__ __forceinline__ void run_mode(typename MT::SharedStorage& ss, int wg,
     if constexpr (pp) if (wg == 1) named_bar_arrive(2, 256);
     for (int it = 0; it < iters; ++it) {
       if constexpr (pp) named_bar_sync(2 + wg, 256);
-      if constexpr ((mode & 64) != 0) {
-        // S's and P V's k-steps alternated in one commit group: two independent accumulator
-        // chains in flight instead of one after the other.
-        warpgroup_fence_operand(tOrP);
-        warpgroup_fence_operand(tSrS);
-        warpgroup_fence_operand(tOrO);
-        warpgroup_arrive();
-        mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
-        mma_pv.accumulate_ = GMMA::ScaleOut::One;
-        CUTE_UNROLL
-        for (int k = 0; k < size<2>(tSrQ); ++k) {
-          cute::gemm(mma_qk, tSrQ(_, _, k), tSrK(_, _, k, it & 1), tSrS);
-          mma_qk.accumulate_ = GMMA::ScaleOut::One;
-          cute::gemm(mma_pv, tOrP(_, _, k), tOrV(_, _, k, it & 1), tOrO);
-        }
-        warpgroup_commit_batch();
-        warpgroup_fence_operand(tSrS);
-        warpgroup_fence_operand(tOrO);
-        warpgroup_fence_operand(tOrP);
+      if constexpr ((mode & 64) != 0) {  // S's and P V's k-steps alternated (the library's pair)
+        wgmma_issue_pair(mma_qk, tSrQ, tSrK(_, _, _, it & 1), tSrS, true, mma_pv, tOrP,
+                         tOrV(_, _, _, it & 1), tOrO, false);
       } else {
         wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, it & 1), tSrS, true);
         wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, it & 1), tOrO, false);
@@ -96,17 +80,8 @@ __device__ __forceinline__ void run_mode(typename MT::SharedStorage& ss, int wg,
   } else {
   for (int it = 0; it < iters; ++it) {
     if constexpr ((mode & 128) != 0) {  // S and P V alternated k-step by k-step (one commit group)
-      warpgroup_fence_operand(tSrS);
-      warpgroup_fence_operand(tOrO);
-      warpgroup_arrive();
-      mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
-      CUTE_UNROLL
-      for (int k = 0; k < size<2>(tSrQ); ++k) {
-        cute::gemm(mma_qk, tSrQ(_, _, k), tSrK(_, _, k, it & 1), tSrS);
-        mma_qk.accumulate_ = GMMA::ScaleOut::One;
-        cute::gemm(mma_pv, tOrP(_, _, k), tOrV(_, _, k, it & 1), tOrO);
-      }
-      warpgroup_commit_batch();
+      wgmma_issue_pair(mma_qk, tSrQ, tSrK(_, _, _, it & 1), tSrS, true, mma_pv, tOrP,
+                       tOrV(_, _, _, it & 1), tOrO, false);
     } else {
       if constexpr ((mode & 1) != 0) wgmma_issue<false>(mma_qk, tSrQ, tSrK(_, _, _, it & 1), tSrS, true);
       if constexpr ((mode & 2) != 0) wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, it & 1), tOrO, false);

@@ -118,6 +118,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
           FC_TRACE(0, kTrPublish, t);
           // Tiles without keys to load: the consumers store zeros or skip them.
           if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
+          // Q's tensor map is used once per tile, so it may have left the descriptor cache by
+          // the next tile's Q load (A/B switch): fetch it again while the producer waits.
+          if constexpr (FLASHCUTE_SM90_PREFETCH_DESC) cute::prefetch_tma_descriptor(kp.tma_q.get_tma_descriptor());
           FC_TRACE(0, kTrLoads, t);
         } else {
           producer.publish(ss, t);  // the end
@@ -126,7 +129,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
         const int done = load_volatile(h.tile);
         if (done >= sched.total_tiles) break;
         h.next = dynamic ? claim_tile(h) : sched.next(done);
-        if constexpr (FLASHCUTE_SM90_PREFETCH_Q) ML::Producer::prefetch_q(kp, ss, sched, load_volatile(h.next));
         FC_TRACE(0, kTrClaim, load_volatile(h.next));
       }
       FC_TRACE(0, kTrEnd, -1);

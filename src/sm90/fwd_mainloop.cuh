@@ -122,10 +122,6 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 // Where the wait for P V goes (warpgroup_wait_after below). A/B switch: 0 = never pinned (plain
 // warpgroup_wait<0>, which ptxas hoists), 1 = always, 2 = FP8 only (default: measured +8-9 % for
 // e4m3 d=128 at 1k-4k, and -2..-4 % for bf16 at 1k; run 14 in benchmarks/RESULTS.md).
-#ifndef FLASHCUTE_SM90_PREFETCH_Q
-#define FLASHCUTE_SM90_PREFETCH_Q 0  // A/B switch: Producer::prefetch_q
-#endif
-
 #ifndef FLASHCUTE_SM90_PIN_PV_WAIT
 #define FLASHCUTE_SM90_PIN_PV_WAIT 2
 #endif
@@ -190,25 +186,6 @@ struct Mainloop {
       wait_buffers(ss);
       ss.bar.tile.tile = t;
       mbar_arrive(&ss.bar.tile_full);
-    }
-
-    // L2 prefetch of tile t's Q (A/B switch FLASHCUTE_SM90_PREFETCH_Q): issued once the tile
-    // after the current one is known, so that its Q load, issued only when the consumers free
-    // Q's buffer, hits L2 rather than DRAM (the trace measured ~1,200 cycles per tile between
-    // the tile header and Q landing, bf16 d=128).
-    template <class KP, class Sched>
-    CUTE_DEVICE static void prefetch_q(KP const& kp, SharedStorage& ss, Sched const& sched, int t) {
-      if (t >= sched.total_tiles) return;
-      const TileCoord tc = sched.tile(t);
-      const SeqInfo seq(kp.p, tc.b);
-      if (tc.m_block * kBlockM >= seq.seqlen_q) return;
-      Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
-      Tensor mQ = domain_offset(make_coord(int(seq.q_row0), _0{}),
-                                kp.tma_q.get_tma_tensor(kp.shape_q)(_, _, tc.h, seq.varlen ? 0 : seq.b));
-      Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(tc.m_block, _0{}));
-      auto [tQg, tQs] = tma_partition(kp.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
-                                      group_modes<0, 2>(gQ));
-      cute::prefetch(kp.tma_q, tQg);
     }
 
     // FP8 transposing warps: after the last tile, an end marker in the next V stage (a full
