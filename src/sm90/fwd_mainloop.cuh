@@ -119,6 +119,13 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 #define FLASHCUTE_SM90_INTERLEAVE_SPV 0
 #endif
 
+// A/B switch: wait for V(n+1) before taking the ping-pong turn rather than between the turn's S
+// and P V issues, so that a late V holds only this warpgroup, not the other one's turn too
+// (run 85's trace: V ready ~300 cycles after the turn's S was issued).
+#ifndef FLASHCUTE_SM90_V_BEFORE_TURN
+#define FLASHCUTE_SM90_V_BEFORE_TURN 0
+#endif
+
 // Where the wait for P V goes (warpgroup_wait_after below). A/B switch: 0 = never pinned (plain
 // warpgroup_wait<0>, which ptxas hoists), 1 = always, 2 = FP8 only (default: measured +8-9 % for
 // e4m3 d=128 at 1k-4k, and -2..-4 % for bf16 at 1k; run 14 in benchmarks/RESULTS.md).
@@ -458,10 +465,11 @@ struct Mainloop {
         // Steady state: S(n) and O += P(n+1) V(n+1) in flight together.
         for (int n = r.n_max - 2; n >= r.n_min; --n) {
           pipe_k.consumer_wait(state_k);
+          if constexpr (FLASHCUTE_SM90_V_BEFORE_TURN) pipe_v.consumer_wait(state_v);
           sched_wait();
           trace(kTrIter, n);
           if constexpr (FLASHCUTE_SM90_INTERLEAVE_SPV) {
-            pipe_v.consumer_wait(state_v);
+            if constexpr (!FLASHCUTE_SM90_V_BEFORE_TURN) pipe_v.consumer_wait(state_v);
             wgmma_issue_pair(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true,
                              mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
             first_pv = false;
@@ -470,7 +478,7 @@ struct Mainloop {
           } else {
             wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
             FC_TRACE_LOOP(trace(kTrQKIssued));
-            pipe_v.consumer_wait(state_v);
+            if constexpr (!FLASHCUTE_SM90_V_BEFORE_TURN) pipe_v.consumer_wait(state_v);
             FC_TRACE_LOOP(trace(kTrVReady));
             wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
             first_pv = false;
