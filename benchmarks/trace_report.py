@@ -51,7 +51,7 @@ def consumer_tiles(clk, ev, tile):
     return tiles  # the last header (the end marker) closes the last tile
 
 
-def loop_breakdown(buf, roles):
+def loop_breakdown(buf, roles=4):
     """Median offset (cycles) of each in-turn event from the turn's start, and of the other
     warpgroups' next turn, over every steady-state turn (FLASHCUTE_SM90_TRACE=2 builds)."""
     offs = {k: [] for k in LOOP_EVENTS + ("next_iter", "other_iter")}
@@ -83,7 +83,7 @@ def loop_breakdown(buf, roles):
     return {k: (float(np.median(v)) if v else None) for k, v in offs.items()}
 
 
-def summarize(buf, roles=3):
+def summarize(buf, roles=4):
     ctas = buf.shape[0]
     periods, rows = [], []
     ends, starts = [], []

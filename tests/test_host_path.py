@@ -380,8 +380,8 @@ def test_launch_fills_every_field_varlen_fp8(captured_args):
 def test_launch_passes_a_tile_counter_for_sm90_causal_and_local(captured_args, monkeypatch, be, causal,
                                                                  window_right, sms, passed):
     """Causal/local calls on a compute capability 9.x GPU (sms > 0; unless sm80 is forced) with
-    more query tiles than SMs get fresh zeroed scratch for the kernel's dynamic tile hand-out;
-    others get NULL. Here 3 x 2 heads x 23 tiles of 128 rows = 138 tiles."""
+    more query tiles than SMs get zeroed scratch (ops._tile_counter) for the kernel's dynamic tile
+    hand-out; others get NULL. Here 3 x 2 heads x 23 tiles of 128 rows = 138 tiles."""
     monkeypatch.setattr(ops, "_sm90_sms", lambda t: sms)
     made = []
     monkeypatch.setattr(ops, "_tile_counter", lambda q, st: made.append(torch.zeros(2, dtype=torch.int32)) or made[-1])

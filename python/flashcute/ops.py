@@ -28,6 +28,7 @@ torch.compile, it calls the op. The FwdArgs struct is packed in one struct.pack 
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional, Sequence, Tuple
 
@@ -95,18 +96,16 @@ def _output_strides(out: torch.Tensor) -> list:
     return strides
 
 
-_SM90_SMS = {}  # device index -> its SM count if compute capability 9.x, else 0
+@functools.lru_cache(maxsize=None)
+def _sm90_sms_of(device: int) -> int:
+    """The SM count of CUDA device `device` if its compute capability is 9.x, else 0."""
+    if device >= 0 and torch.cuda.get_device_capability(device)[0] == 9:
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 0
 
 
 def _sm90_sms(t: torch.Tensor) -> int:
-    d = t.get_device()
-    r = _SM90_SMS.get(d)
-    if r is None:
-        r = 0
-        if d >= 0 and torch.cuda.get_device_capability(d)[0] == 9:
-            r = torch.cuda.get_device_properties(d).multi_processor_count
-        _SM90_SMS[d] = r
-    return r
+    return _sm90_sms_of(t.get_device())
 
 
 def _more_tiles_than_sms(q: torch.Tensor, batch: int, seqlen_q: int) -> bool:

@@ -23,10 +23,6 @@ namespace flashcute::sm90 {
 
 using namespace cute;
 
-#ifndef FLASHCUTE_SM90_PREFETCH_DESC
-#define FLASHCUTE_SM90_PREFETCH_DESC 0  // A/B switch: re-fetch Q's and O's tensor maps before each use
-#endif
-
 template <class Traits>
 struct Epilogue {
   using Element = typename Traits::ElementO;  // what is written: the output type

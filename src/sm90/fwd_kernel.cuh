@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       TileHeader& h = ss.bar.tile;
       h.next = sched.first();
       h.buffers_phase = 1;
-      FC_TRACE(0, kTrStart, -1);
+      FC_TRACE_PRODUCER(kTrStart, -1);
       for (;;) {
         const int t = load_volatile(h.next);
         if (t < sched.total_tiles) {
@@ -115,13 +115,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
           const WindowMask mask(p, seq);
           const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
           producer.publish(ss, t);
-          FC_TRACE(0, kTrPublish, t);
+          FC_TRACE_PRODUCER(kTrPublish, t);
           // Tiles without keys to load: the consumers store zeros or skip them.
           if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
           // Q's tensor map is used once per tile, so it may have left the descriptor cache by
           // the next tile's Q load (A/B switch): fetch it again while the producer waits.
           if constexpr (FLASHCUTE_SM90_PREFETCH_DESC) cute::prefetch_tma_descriptor(kp.tma_q.get_tma_descriptor());
-          FC_TRACE(0, kTrLoads, t);
+          FC_TRACE_PRODUCER(kTrLoads, t);
         } else {
           producer.publish(ss, t);  // the end
         }
@@ -129,9 +129,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
         const int done = load_volatile(h.tile);
         if (done >= sched.total_tiles) break;
         h.next = dynamic ? claim_tile(h) : sched.next(done);
-        FC_TRACE(0, kTrClaim, load_volatile(h.next));
+        FC_TRACE_PRODUCER(kTrClaim, load_volatile(h.next));
       }
-      FC_TRACE(0, kTrEnd, -1);
+      FC_TRACE_PRODUCER(kTrEnd, -1);
       if (dynamic) finish_claims(sched.counter);
       if constexpr (Traits::kTransposeV) producer.end_v(ss);
     } else if constexpr (Traits::kTransposeV) {

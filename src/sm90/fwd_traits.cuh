@@ -38,6 +38,9 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS 0  // A/B switch (FwdTraits::kTransposeWarps); 0: the tile's
 #endif
+#ifndef FLASHCUTE_SM90_PREFETCH_DESC
+#define FLASHCUTE_SM90_PREFETCH_DESC 0  // A/B switch: re-fetch Q's and O's tensor maps before each use
+#endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
 #endif

@@ -54,40 +54,43 @@ constexpr int kTraceCap = 16383;
 constexpr int kTraceRoles = 4;  // producer + up to 3 consumer warpgroups
 __device__ unsigned long long* g_fc_trace = nullptr;
 
-CUTE_DEVICE int* trace_counters() {
-  __shared__ int n[kTraceRoles];
+// The producer thread's event count (its state lives in shared memory, fwd_kernel.cuh); each
+// consumer warpgroup's recording thread keeps its own in a register (Mainloop::Consumer::trace).
+CUTE_DEVICE int& trace_producer_count() {
+  __shared__ int n;
   return n;
 }
 CUTE_DEVICE void trace_init() {
-  if (threadIdx.x == 0)
-    for (int r = 0; r < kTraceRoles; ++r) trace_counters()[r] = 0;
+  if (threadIdx.x == 0) trace_producer_count() = 0;
 }
-// Event i of a role whose recording thread keeps its own count (one 16-byte store).
+// A role's part of the buffer: pair 0 the count, pairs 1.. the events.
+CUTE_DEVICE unsigned long long* trace_region(unsigned long long* buf, int role) {
+  return buf + (size_t(blockIdx.x) * kTraceRoles + role) * (kTraceCap + 1) * 2;
+}
+// Event i of a role (one 16-byte store).
 CUTE_DEVICE void trace_event_at(int role, int i, int ev, int tile) {
   unsigned long long* buf = g_fc_trace;
   if (buf == nullptr || i >= kTraceCap) return;
-  unsigned long long* r = buf + (size_t(blockIdx.x) * kTraceRoles + role) * (kTraceCap + 1) * 2;
-  *reinterpret_cast<ulonglong2*>(r + 2 * (i + 1)) =
+  *reinterpret_cast<ulonglong2*>(trace_region(buf, role) + 2 * (i + 1)) =
       make_ulonglong2(clock64(), (static_cast<unsigned long long>(ev) << 32) | static_cast<unsigned>(tile));
 }
 CUTE_DEVICE void trace_count(int role, int n) {
   unsigned long long* buf = g_fc_trace;
-  if (buf == nullptr) return;
-  buf[(size_t(blockIdx.x) * kTraceRoles + role) * (kTraceCap + 1) * 2] = static_cast<unsigned long long>(min(n, kTraceCap));
+  if (buf != nullptr) trace_region(buf, role)[0] = static_cast<unsigned long long>(min(n, kTraceCap));
 }
-// Event of a role counted in shared memory (the producer thread).
-CUTE_DEVICE void trace_event(int role, int ev, int tile) {
-  volatile int* n = trace_counters();
-  const int i = n[role];
-  n[role] = i + 1;
-  trace_event_at(role, i, ev, tile);
-  trace_count(role, i + 1);
+// A producer event (role 0).
+CUTE_DEVICE void trace_producer(int ev, int tile) {
+  volatile int& n = trace_producer_count();
+  const int i = n;
+  n = i + 1;
+  trace_event_at(0, i, ev, tile);
+  trace_count(0, i + 1);
 }
 #define FC_TRACE_INIT() ::flashcute::sm90::trace_init()
-#define FC_TRACE(role, ev, tile) ::flashcute::sm90::trace_event((role), (ev), (tile))
+#define FC_TRACE_PRODUCER(ev, tile) ::flashcute::sm90::trace_producer((ev), (tile))
 #else
 #define FC_TRACE_INIT() ((void)0)
-#define FC_TRACE(role, ev, tile) ((void)0)
+#define FC_TRACE_PRODUCER(ev, tile) ((void)0)
 #endif
 
 }  // namespace flashcute::sm90
