@@ -119,6 +119,15 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 #define FLASHCUTE_SM90_INTERLEAVE_SPV 0
 #endif
 
+// A/B switch: P in two register buffers (the steady state's step() below). The softmax of S(n)
+// then never waits for P(n+1) V, the GEMM issued in its own turn: with the default schedule the
+// next turn depends on that GEMM's completion, which the other warpgroup's S GEMM, issued
+// right after it, delays (run 85's trace: P V done ~2,700 cycles after the turn's start, S done
+// at ~1,250). Costs the registers of a second P (32 at bf16 d=128).
+#ifndef FLASHCUTE_SM90_TWO_P
+#define FLASHCUTE_SM90_TWO_P 0
+#endif
+
 // A/B switch: wait for V(n+1) before taking the ping-pong turn rather than between the turn's S
 // and P V issues, so that a late V holds only this warpgroup, not the other one's turn too
 // (run 85's trace: V ready ~300 cycles after the turn's S was issued).
@@ -171,6 +180,9 @@ struct Mainloop {
   using PipelineVt = typename Traits::PipelineVt;
   static constexpr bool kPinPVWait =
       FLASHCUTE_SM90_PIN_PV_WAIT == 2 ? Traits::kFp8 : bool(FLASHCUTE_SM90_PIN_PV_WAIT);
+  static constexpr bool kTwoP = FLASHCUTE_SM90_TWO_P;
+  static_assert(!kTwoP || (!FLASHCUTE_SM90_INTERLEAVE_SPV && !FLASHCUTE_SM90_V_BEFORE_TURN),
+                "one steady-state schedule at a time");
 
   // ---------------------------------------------------------------- producer ------------------
   // Thread 0 alone runs load(): every TMA load. FP8: the transposing warps run transpose(),
@@ -430,15 +442,16 @@ struct Mainloop {
         }
         softmax.online(sRowCol, scale_log2, corr);
       };
-      auto convert_p = [&]() {
+      auto convert_p_into = [&](auto& dst) {
         if constexpr (Traits::kFp8) {
-          pack_p_fp8(tSrS, tOrP);
+          pack_p_fp8(tSrS, dst);
         } else {
           Tensor rP = convert_fragment<Element>(tSrS);
           CUTE_UNROLL
-          for (int i = 0; i < size(rP); ++i) tOrP(i) = rP(i);
+          for (int i = 0; i < size(rP); ++i) dst(i) = rP(i);
         }
       };
+      auto convert_p = [&]() { convert_p_into(tOrP); };
       auto release_q = [&]() {
         if constexpr (!Traits::kOAliasQ) cutlass::arch::ClusterBarrier::arrive(&ss.bar.q_empty);
       };
@@ -462,63 +475,124 @@ struct Mainloop {
         convert_p();
         trace(kTrP0);
         bool first_pv = true;
-        // Steady state: S(n) and O += P(n+1) V(n+1) in flight together.
-        for (int n = r.n_max - 2; n >= r.n_min; --n) {
-          pipe_k.consumer_wait(state_k);
-          if constexpr (FLASHCUTE_SM90_V_BEFORE_TURN) pipe_v.consumer_wait(state_v);
-          sched_wait();
-          trace(kTrIter, n);
-          if constexpr (FLASHCUTE_SM90_INTERLEAVE_SPV) {
-            if constexpr (!FLASHCUTE_SM90_V_BEFORE_TURN) pipe_v.consumer_wait(state_v);
-            wgmma_issue_pair(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true,
-                             mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
+        if constexpr (kTwoP) {
+          // P in two register buffers, alternated per key block. step(n, pc, pn): pc holds
+          // P(n+1); the softmax of S(n) writes P(n) into pn, whose last reader, P(n+2) V, is the
+          // GEMM issued one turn before, so nothing here waits for P(n+1) V: O's rescale and
+          // V(n+2)'s release wait in the next turn, after S(n-1) is issued.
+          Tensor tOrP2 = make_tensor<Element>(tOrP.layout());  // the same register order as tOrP
+          PipelineStateV v_busy = state_v;  // V's stage under the P V in flight (once !first_pv)
+          // The P V issued one turn ago is done: release its V, rescale O for the last softmax.
+          auto retire_pv = [&]() {
+            warpgroup_fence_operand(tOrO);
+            if (!first_pv) {
+              pipe_v.consumer_release(v_busy);
+              softmax.rescale(oRowCol, corr);
+            }
+          };
+          auto issue_pv = [&](auto& pc) {
+            pipe_v.consumer_wait(state_v);
+            wgmma_issue<true>(mma_pv, pc, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
             first_pv = false;
-            sched_signal();
-            warpgroup_wait<0>();  // S(n) and P V both done
-          } else {
+            v_busy = state_v;
+            ++state_v;
+          };
+          auto step = [&](int n, auto& pc, auto& pn) {
+            pipe_k.consumer_wait(state_k);
+            sched_wait();
+            trace(kTrIter, n);
             wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
-            FC_TRACE_LOOP(trace(kTrQKIssued));
-            if constexpr (!FLASHCUTE_SM90_V_BEFORE_TURN) pipe_v.consumer_wait(state_v);
-            FC_TRACE_LOOP(trace(kTrVReady));
-            wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
-            first_pv = false;
-            FC_TRACE_LOOP(trace(kTrPVIssued));
+            warpgroup_wait<1>();  // the older P V done; S(n) runs on
+            retire_pv();
+            issue_pv(pc);
             sched_signal();
-            warpgroup_wait<1>();  // S(n) done; P V still running
-          }
-          warpgroup_fence_operand(tSrS);
-          FC_TRACE_LOOP(trace(kTrSDone));
-          pipe_k.consumer_release(state_k);
-          ++state_k;
-          scores_to_p(n);
-          // P V done: O may be rescaled and P overwritten. Kept after the softmax's exponentials
-          // (their row sums), which run while P V is still on the tensor cores.
-          if constexpr (kPinPVWait) {
-            warpgroup_wait_after<0>(softmax.sum_dependency());
-          } else {
+            warpgroup_wait<1>();  // S(n) done; P(n+1) V still running
+            warpgroup_fence_operand(tSrS);
+            pipe_k.consumer_release(state_k);
+            ++state_k;
+            scores_to_p(n);
+            convert_p_into(pn);
+          };
+          // The last P V: the previous one is waited for before the turn (no S to issue first).
+          auto finish = [&](auto& pc) {
+            release_q();
             warpgroup_wait<0>();
+            retire_pv();
+            sched_wait();
+            issue_pv(pc);
+            sched_signal();
+            trace(kTrLastPV);
+            warpgroup_wait<0>();
+            warpgroup_fence_operand(tOrO);
+            pipe_v.consumer_release(v_busy);
+            trace(kTrLastPVDone);
+          };
+          // Unrolled by two so that each buffer stays in fixed registers.
+          for (int n = r.n_max - 2;; n -= 2) {
+            if (n < r.n_min) { finish(tOrP); break; }
+            step(n, tOrP, tOrP2);
+            if (n - 1 < r.n_min) { finish(tOrP2); break; }
+            step(n - 1, tOrP2, tOrP);
           }
+        } else {
+          // Steady state: S(n) and O += P(n+1) V(n+1) in flight together.
+          for (int n = r.n_max - 2; n >= r.n_min; --n) {
+            pipe_k.consumer_wait(state_k);
+            if constexpr (FLASHCUTE_SM90_V_BEFORE_TURN) pipe_v.consumer_wait(state_v);
+            sched_wait();
+            trace(kTrIter, n);
+            if constexpr (FLASHCUTE_SM90_INTERLEAVE_SPV) {
+              if constexpr (!FLASHCUTE_SM90_V_BEFORE_TURN) pipe_v.consumer_wait(state_v);
+              wgmma_issue_pair(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true,
+                               mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
+              first_pv = false;
+              sched_signal();
+              warpgroup_wait<0>();  // S(n) and P V both done
+            } else {
+              wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
+              FC_TRACE_LOOP(trace(kTrQKIssued));
+              if constexpr (!FLASHCUTE_SM90_V_BEFORE_TURN) pipe_v.consumer_wait(state_v);
+              FC_TRACE_LOOP(trace(kTrVReady));
+              wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
+              first_pv = false;
+              FC_TRACE_LOOP(trace(kTrPVIssued));
+              sched_signal();
+              warpgroup_wait<1>();  // S(n) done; P V still running
+            }
+            warpgroup_fence_operand(tSrS);
+            FC_TRACE_LOOP(trace(kTrSDone));
+            pipe_k.consumer_release(state_k);
+            ++state_k;
+            scores_to_p(n);
+            // P V done: O may be rescaled and P overwritten. Kept after the softmax's exponentials
+            // (their row sums), which run while P V is still on the tensor cores.
+            if constexpr (kPinPVWait) {
+              warpgroup_wait_after<0>(softmax.sum_dependency());
+            } else {
+              warpgroup_wait<0>();
+            }
+            warpgroup_fence_operand(tOrO);
+            warpgroup_fence_operand(tOrP);
+            FC_TRACE_LOOP(trace(kTrPVDone));
+            pipe_v.consumer_release(state_v);
+            ++state_v;
+            softmax.rescale(oRowCol, corr);
+            convert_p();
+            FC_TRACE_LOOP(trace(kTrPReady));
+          }
+          release_q();
+          // Epilogue: the last O += P V alone.
+          pipe_v.consumer_wait(state_v);
+          sched_wait();
+          wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
+          sched_signal();
+          trace(kTrLastPV);
+          warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
-          warpgroup_fence_operand(tOrP);
-          FC_TRACE_LOOP(trace(kTrPVDone));
           pipe_v.consumer_release(state_v);
           ++state_v;
-          softmax.rescale(oRowCol, corr);
-          convert_p();
-          FC_TRACE_LOOP(trace(kTrPReady));
+          trace(kTrLastPVDone);
         }
-        release_q();
-        // Epilogue: the last O += P V alone.
-        pipe_v.consumer_wait(state_v);
-        sched_wait();
-        wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
-        sched_signal();
-        trace(kTrLastPV);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tOrO);
-        pipe_v.consumer_release(state_v);
-        ++state_v;
-        trace(kTrLastPVDone);
       } else {
         // Plain schedule: S, softmax, P V, one block at a time (the ablation baseline).
         bool first_pv = true;
