@@ -124,6 +124,10 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 // next turn depends on that GEMM's completion, which the other warpgroup's S GEMM, issued
 // right after it, delays (run 85's trace: P V done ~2,700 cycles after the turn's start, S done
 // at ~1,250). Costs the registers of a second P (32 at bf16 d=128).
+#ifndef FLASHCUTE_SM90_UNIFORM_DESC
+#define FLASHCUTE_SM90_UNIFORM_DESC 0
+#endif
+
 #ifndef FLASHCUTE_SM90_TWO_P
 #define FLASHCUTE_SM90_TWO_P 0
 #endif
@@ -393,11 +397,16 @@ struct Mainloop {
       TiledMmaQK mma_qk;
       TiledMmaPV mma_pv;
       auto thr_qk = mma_qk.get_thread_slice(tid);
-      auto thr_pv = mma_pv.get_thread_slice(tid);
+      // The smem operands' descriptors are the same for every thread of a warpgroup. Sliced by
+      // the warpgroup (wg comes from the shuffled, warp-uniform warp index), ptxas can keep them
+      // in uniform registers; sliced by tid it holds Q's in vector registers and moves them
+      // over (2 R2UR) before every S WGMMA (A/B switch FLASHCUTE_SM90_UNIFORM_DESC).
+      auto wg_qk = mma_qk.get_thread_slice(FLASHCUTE_SM90_UNIFORM_DESC ? wg * 128 : tid);
+      auto wg_pv = mma_pv.get_thread_slice(FLASHCUTE_SM90_UNIFORM_DESC ? wg * 128 : tid);
       Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
       Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Traits::SmemLayoutVt{});
-      Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // smem descriptors
+      Tensor tSrQ = wg_qk.partition_fragment_A(sQ);   // smem descriptors
       // Q's descriptors for the GEMM that reads K stage k_index. Where registers are short they
       // are re-derived per GEMM: otherwise ptxas keeps all of them (two registers per k-step)
       // in registers through the key loop, and at e4m3 d=256 with 128-key tiles one spilled.
@@ -406,13 +415,13 @@ struct Mainloop {
       auto q_desc = [&](int k_index) {
         if constexpr (Traits::kRederiveQDesc) {
           Tensor sQi = make_tensor(make_smem_ptr(ss.q.data() + min(k_index, 0)), typename Traits::SmemLayoutQ{});
-          return thr_qk.partition_fragment_A(sQi);
+          return wg_qk.partition_fragment_A(sQi);
         } else {
           return tSrQ;
         }
       };
-      Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, N, K, stages)
-      Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, Dv, N, stages)
+      Tensor tSrK = wg_qk.partition_fragment_B(sK);   // (MMA, N, K, stages)
+      Tensor tOrV = wg_pv.partition_fragment_B(sVt);  // (MMA, Dv, N, stages)
       Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
       // P as the A operand of P V: the accumulator's own layout regrouped (16-bit), or the FP8
       // k32 operand layout filled by pack_p_fp8.
