@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The A/B kit of the sm90 switches still to be measured (benchmarks/RESULTS.md, the section
-# "what the next device call measures"): builds, on this machine (~11 min, ~55 MB),
+# "what the next device call measures"): builds, on this machine (~11 min, ~58 MB),
 #   .carry/micro/micro_turn.so   the consumer microbenchmark (benchmarks/micro_turn.py)
 #   .carry/ablation/             variants of bf16 d=128, e4m3 d=128 (128 x 192; two P buffers:
 #                                128 x 128, where 128 x 192 has too few registers for them),
@@ -33,6 +33,8 @@ scripts/build_ablation.sh 90 128 base: pin:-DFLASHCUTE_SM90_PIN_PV_WAIT=1 ilv:-D
 # P buffers fit); V^T is K-major there, so VK does not apply
 scripts/build_ablation.sh 90f8 128 base:$F8 ilv:$F8,-DFLASHCUTE_SM90_INTERLEAVE_SPV=1 pp:$F8,-DTILE_PINGPONG=1 \
   ud:$F8,$UD or:$F8,$OR n128: p2n128:$P2 udp2n128:$UD,$P2 \
+  udorn224pp:-DTILE_N=224,-DTILE_STAGES=2,-DTILE_PREGS=40,-DTILE_PINGPONG=1,$UD,$OR \
+  udorn224:-DTILE_N=224,-DTILE_STAGES=2,-DTILE_PREGS=40,-DTILE_PINGPONG=0,$UD,$OR \
   | grep -v "^-rw\|^total"
 # The other two benchmarked head dims. Two P buffers do not fit there. At d=64 V^T and O are one
 # atom wide, so VK and OR change nothing.
