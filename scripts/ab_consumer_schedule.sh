@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The A/B kit of the sm90 switches still to be measured (benchmarks/RESULTS.md, the section
-# "what the next device call measures"): builds, on this machine (~12 min, ~60 MiB of the 64 MiB carry),
+# "what the next device call measures"): builds, on this machine (~12 min; ~60 MiB of the
+# 64 MiB carry),
 #   .carry/micro/micro_turn.so   the consumer microbenchmark (benchmarks/micro_turn.py)
 #   .carry/ablation/             variants of bf16 d=128, e4m3 d=128 (128 x 192; two P buffers:
 #                                128 x 128, where 128 x 192 has too few registers for them),
