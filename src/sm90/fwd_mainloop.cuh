@@ -119,15 +119,17 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 #define FLASHCUTE_SM90_INTERLEAVE_SPV 0
 #endif
 
+// A/B switch: the consumers' smem operand descriptors sliced by warpgroup rather than by thread
+// (Consumer::mma, wg_qk / wg_pv), so that ptxas keeps them in uniform registers.
+#ifndef FLASHCUTE_SM90_UNIFORM_DESC
+#define FLASHCUTE_SM90_UNIFORM_DESC 0
+#endif
+
 // A/B switch: P in two register buffers (the steady state's step() below). The softmax of S(n)
 // then never waits for P(n+1) V, the GEMM issued in its own turn: with the default schedule the
 // next turn depends on that GEMM's completion, which the other warpgroup's S GEMM, issued
 // right after it, delays (run 85's trace: P V done ~2,700 cycles after the turn's start, S done
 // at ~1,250). Costs the registers of a second P (32 at bf16 d=128).
-#ifndef FLASHCUTE_SM90_UNIFORM_DESC
-#define FLASHCUTE_SM90_UNIFORM_DESC 0
-#endif
-
 #ifndef FLASHCUTE_SM90_TWO_P
 #define FLASHCUTE_SM90_TWO_P 0
 #endif
