@@ -4,7 +4,7 @@ by scripts/build_ablation.sh into .carry/ablation/sm<FAMILY>_hd<D>_<name>.so, ti
 process with cuDNN (and torch's FA2 for the sm80 family). Each variant's output is first checked
 against cuDNN's (a variant that computes something else would measure nothing).
 
-    python benchmarks/bench_ablation.py [--dir .carry/ablation] [--seqlens 1024,4096,16384] [--json out.json]
+    python benchmarks/bench_ablation.py [--dir .carry/ablation[,MORE]] [--seqlens 1024,4096,16384] [--json out.json]
                                         [--rounds 2] [--rep 100]
 """
 import argparse
@@ -59,7 +59,10 @@ def main():
                     help="timing rounds per case, alternately in order and in reverse order; the median is reported")
     ap.add_argument("--rep", type=int, default=100, help="do_bench's rep (ms) per timing")
     a = ap.parse_args()
-    libs = sorted(glob.glob(os.path.join(a.dir, "sm*_hd*_*.so")))
+    # Several folders (comma-separated) are timed together, e.g. a kit and variants whose smoke
+    # test ran on its own first (a hang there must not take the kit's timings with it).
+    libs = sorted((p for d in a.dir.split(",") for p in glob.glob(os.path.join(d, "sm*_hd*_*.so"))),
+                  key=os.path.basename)
     if not libs:
         raise SystemExit(f"no variant libraries in {a.dir} (scripts/build_ablation.sh builds them)")
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
