@@ -60,7 +60,7 @@ if [ "$mode" != tests ]; then
     tail -40 "$OUT/fp8_mode.txt"
     cat "$OUT/fp8_mode.txt" >> "$log" && rm "$OUT/fp8_mode.txt"
   fi
-  if [ -d .carry/ablation ]; then  # scripts/build_ablation.sh
+  if [ -z "${NO_ABLATION:-}" ] && [ -d .carry/ablation ]; then  # scripts/build_ablation.sh
     stamp "kernel variants (bench_ablation.py)"
     timeout "${ABLATION_TIMEOUT:-120}" python3 benchmarks/bench_ablation.py --json "$OUT/ablation.json" \
       > "$OUT/ablation.txt" 2>&1
