@@ -107,27 +107,31 @@ def main():
                     # Variants named sol*: speed-of-light builds that skip work on purpose
                     # (FLASHCUTE_SM90_SOL_*): timed, never checked.
                     ok = ok or name.startswith("sol")
-                    if not ok:
-                        raise SystemExit(f"{fam} {name}: |out - cuDNN| max {err} mean {mean_err} "
-                                         f"at seqlen {s} causal {causal}")
+                    if not ok:  # reported, and the variant is not timed (the others still are)
+                        print(f"FAILED {fam} {name}: |out - cuDNN| max {err} mean {mean_err} "
+                              f"at seqlen {s} causal {causal}", flush=True)
+                        row[name] = "FAILED"
+                    return ok
 
                 for name, f in variants.items():
                     out = torch.full_like(q, math.nan)
                     lse = torch.full((b, h, s), math.nan, device="cuda", dtype=torch.float32)
                     run = launcher(f, *((q8, k8, v8) if fp8 else (q, k, v)), out, lse, causal, num_sms)
-                    check(name, run, out)
-                    runs[name], outs[name] = run, out
+                    if check(name, run, out):
+                        runs[name], outs[name] = run, out
                 # Timed in order and again in reverse order (--rounds times in all), the median: a
                 # variant's place in the sequence (clocks after the checks) then biases none of
                 # them. The board is power-bound (run 27), so one second of the first variant
                 # first brings it to its steady state.
-                do_bench(next(iter(runs.values())), warmup=25, rep=1000)
+                if runs:
+                    do_bench(next(iter(runs.values())), warmup=25, rep=1000)
                 ms = {n: [] for n in runs}
                 for i in range(a.rounds):
                     for name in (list(runs) if i % 2 == 0 else list(runs)[::-1]):
                         ms[name].append(do_bench(runs[name], warmup=25, rep=a.rep))
-                for name, run in runs.items():  # again after the timed calls (state a call leaves behind)
-                    check(name, run, outs[name])
+                for name, run in list(runs.items()):  # again after the timed calls (state a call leaves behind)
+                    if not check(name, run, outs[name]):
+                        del ms[name]
                 for name, t in ms.items():
                     t = sorted(t)
                     med = (t[(len(t) - 1) // 2] + t[len(t) // 2]) / 2
@@ -136,6 +140,12 @@ def main():
                         row[name + "_range"] = [round(flops / t[-1] / 1e9, 1), round(flops / t[0] / 1e9, 1)]
                 print(json.dumps(row), flush=True)
                 rows.append(row)
+    if a.json:  # first: a table that cannot be printed must not cost the figures
+        with open(a.json, "w") as fo:
+            json.dump(dict(gpu=torch.cuda.get_device_name(), rows=rows), fo, indent=1)
+
+    def cell(v):
+        return f"{v:.1f}" if isinstance(v, (int, float)) else str(v if v is not None else "-")
     for (fam, d), variants in sorted(groups.items()):
         names = list(variants) + ["cudnn"] + (["fa2"] if fam == "sm80" else [])
         print(f"\n{fam}, hdim {d}, {'e4m3 (cuDNN bf16)' if fam.endswith('f8') else 'bf16'}, TFLOP/s\n| causal | seqlen | " + " | ".join(names) + " |")
@@ -143,10 +153,7 @@ def main():
         for r in rows:
             if r["family"] == fam and r["hdim"] == d:
                 print(f"| {'yes' if r['causal'] else 'no'} | {r['seqlen']} | "
-                      + " | ".join(f"{r[n]:.1f}" for n in names) + " |")
-    if a.json:
-        with open(a.json, "w") as fo:
-            json.dump(dict(gpu=torch.cuda.get_device_name(), rows=rows), fo, indent=1)
+                      + " | ".join(cell(r.get(n)) for n in names) + " |")
 
 
 if __name__ == "__main__":

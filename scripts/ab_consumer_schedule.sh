@@ -12,12 +12,13 @@
 #                                the layout candidate), e4m3 d=128 (128 x 192) and bf16 d=64: a new
 #                                schedule across tiles, smoke-tested on its own first (a hang
 #                                there must not cost the kit's timings), then timed with the kit
+#   .carry/trace_ov/             the same traced (run only once that smoke test passed)
 # and prints the one device command that measures them all (carry the four folders).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cut=$(python3 -c "import cutlass_library; print(cutlass_library.source_path)")
-rm -rf .carry/ablation .carry/trace .carry/micro .carry/ov
-mkdir -p .carry/micro .carry/trace .carry/ov
+rm -rf .carry/ablation .carry/trace .carry/micro .carry/ov .carry/trace_ov
+mkdir -p .carry/micro .carry/trace .carry/ov .carry/trace_ov
 # The consumer microbenchmark (.carry/micro, 3.4 MB) is left out: with the tile-overlap variants
 # the kit would not fit the carry (64 MiB with the tracked tree, 4.6 MB). MICRO=1 builds it.
 if [ "${MICRO:-0}" = 1 ]; then
@@ -37,7 +38,7 @@ scripts/build_ablation.sh 90 128 base: ilv:-DFLASHCUTE_SM90_INTERLEAVE_SPV=1 \
   pfd:-DFLASHCUTE_SM90_PREFETCH_DESC=1 p2:$P2 \
   ud:$UD udp2:$UD,$P2 vk:$VK vkud:$VK,$UD vkudp2:$VK,$UD,$P2 or:$OR vkudor:$VK,$UD,$OR vkudorp2:$VK,$UD,$OR,$P2 \
   vkudor176:-DTILE_N=176,-DTILE_STAGES=2,-DTILE_ALIAS=1,$VK,$UD,$OR \
-  tr1:$TR tr1vk:$TR,$VK ov:$OV vkudorov:$VK,$UD,$OR,$OV \
+  tr1:$TR tr1vk:$TR,$VK ov:$OV vkudorov:$VK,$UD,$OR,$OV tr1ov:$TR,$OV \
   | grep -v "^-rw\|^total"
 # e4m3 d=128: 128 x 192 (the library's tile from 4096 keys) and 128 x 128 (below, and where two
 # P buffers fit); V^T is K-major there, so VK does not apply
@@ -52,14 +53,15 @@ scripts/build_ablation.sh 90 256 base: ud:$UD vk:$VK vkud:$VK,$UD or:$OR vkudor:
 scripts/build_ablation.sh 90 64 base: ud:$UD ov:$OV | grep -v "^-rw\|^total"
 # e4m3 d=256 (issue 6: causal 16k is 1 % short of its bar): O's 32 stores per warpgroup -> 4
 scripts/build_ablation.sh 90f8 256 base: udor:$UD,$OR | grep -v "^-rw\|^total"
+mv .carry/ablation/*_tr1ov.so .carry/trace_ov/
 mv .carry/ablation/*_tr1*.so .carry/trace/
 mv .carry/ablation/*ov.so .carry/ov/
 cp .carry/ablation/sm90_hd128_base.so .carry/ablation/sm90_hd128_base2.so
 cp .carry/ablation/sm90f8_hd128_base.so .carry/ablation/sm90f8_hd128_base2.so
-du -sh .carry/ablation .carry/trace .carry/ov
+du -sh .carry/ablation .carry/trace .carry/ov .carry/trace_ov
 # What travels: the tracked tree plus the carried folders, at most 64 MiB = 67108864 bytes.
-echo "travels: $(( $(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1) + $(du -cb .carry/ablation .carry/trace .carry/ov | tail -1 | cut -f1) )) bytes"
+echo "travels: $(( $(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1) + $(du -cb .carry/ablation .carry/trace .carry/ov .carry/trace_ov | tail -1 | cut -f1) )) bytes"
 cat <<'CMD'
-device (carry [".carry/ablation", ".carry/trace", ".carry/ov"], ~7 min; the limit is 10):
-python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 4096 --causal both --out $OUT/trace --raw-max-seqlen 0; timeout 240 python3 benchmarks/smoke_ablation.py | tail -2; D=.carry/ablation; timeout 60 python3 benchmarks/smoke_ablation.py --dir .carry/ov > $OUT/ov_smoke.txt 2>&1 && D=$D,.carry/ov; tail -2 $OUT/ov_smoke.txt; python3 benchmarks/bench_ablation.py --dir $D --seqlens 1024,4096,16384 --rounds 4 --rep 150 --json $OUT/ab.json | tail -24
+device (carry [".carry/ablation", ".carry/trace", ".carry/ov", ".carry/trace_ov"], ~8 min; the limit is 10):
+python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 4096 --causal both --out $OUT/trace --raw-max-seqlen 0; timeout 240 python3 benchmarks/smoke_ablation.py | tail -2; D=.carry/ablation; if timeout 60 python3 benchmarks/smoke_ablation.py --dir .carry/ov > $OUT/ov_smoke.txt 2>&1; then D=$D,.carry/ov; timeout 60 python3 benchmarks/diag_trace.py --dir .carry/trace_ov --seqlens 4096 --causal both --out $OUT/trace_ov --raw-max-seqlen 0; fi; tail -2 $OUT/ov_smoke.txt; python3 benchmarks/bench_ablation.py --dir $D --seqlens 1024,4096,16384 --rounds 4 --rep 150 --json $OUT/ab.json | tail -24
 CMD
