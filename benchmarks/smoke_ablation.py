@@ -1,6 +1,7 @@
 """One small call of every ablation variant, checked against SDPA, each synchronised: a variant
 that hangs or faults shows here within seconds (run it under `timeout` before bench_ablation.py).
     timeout 60 python3 benchmarks/smoke_ablation.py [--dir .carry/ablation]
+    compute-sanitizer --tool racecheck python3 benchmarks/smoke_ablation.py --dir D --small --num-sms 5
 """
 import argparse
 import importlib.util
@@ -29,13 +30,19 @@ def _load_reference():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=".carry/ablation")
+    ap.add_argument("--num-sms", type=int, default=0,
+                    help="CTAs of the persistent grid (default: every SM); a few put many tiles on each")
+    ap.add_argument("--small", action="store_true",
+                    help="small shapes only (under compute-sanitizer), best with --num-sms 5")
     a = ap.parse_args()
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    num_sms = a.num_sms or torch.cuda.get_device_properties(0).multi_processor_count
     attention_ref = _load_reference().attention_ref  # float64, causal bottom-right, empty rows 0
     # (batch, seqlen_q, seqlen_k, heads): several tiles per CTA; then fewer keys than queries, so
     # that causal tiles of the first query rows have no work (the roles must skip the same ones),
     # and tile counts that do not divide the grid.
     shapes = [(3, 1024, 1024, 16), (2, 1000, 300, 20)]
+    if a.small:  # 3 query blocks x 6 heads, and causal tiles without keys (300 queries, 100 keys)
+        shapes = [(2, 300, 300, 3), (2, 300, 100, 3)]
     for path in sorted(glob.glob(os.path.join(a.dir, "sm90*_hd*_*.so"))):
         fam, hd = os.path.basename(path).split("_")[:2]
         d = int(hd[2:])
