@@ -122,7 +122,7 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 // A/B switch: the consumers' smem operand descriptors sliced by warpgroup rather than by thread
 // (Consumer::mma, wg_qk / wg_pv), so that ptxas keeps them in uniform registers.
 #ifndef FLASHCUTE_SM90_UNIFORM_DESC
-#define FLASHCUTE_SM90_UNIFORM_DESC 0
+#define FLASHCUTE_SM90_UNIFORM_DESC 1
 #endif
 
 // A/B switch: P in two register buffers (the steady state's step() below). The softmax of S(n)

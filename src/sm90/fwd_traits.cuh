@@ -42,10 +42,10 @@ using namespace cute;
 #define FLASHCUTE_SM90_PREFETCH_DESC 0  // A/B switch: re-fetch Q's and O's tensor maps before each use
 #endif
 #ifndef FLASHCUTE_SM90_VT_KEYS_FIRST
-#define FLASHCUTE_SM90_VT_KEYS_FIRST 0  // A/B switch: 16-bit V^T's smem atoms tiled along the keys first
+#define FLASHCUTE_SM90_VT_KEYS_FIRST 1  // A/B switch: 16-bit V^T's smem atoms tiled along the keys first
 #endif
 #ifndef FLASHCUTE_SM90_O_ROWS_FIRST
-#define FLASHCUTE_SM90_O_ROWS_FIRST 0  // A/B switch: O's smem atoms tiled along the rows first
+#define FLASHCUTE_SM90_O_ROWS_FIRST 1  // A/B switch: O's smem atoms tiled along the rows first
 #endif
 #ifndef FLASHCUTE_SM90_TILE_OVERLAP
 #define FLASHCUTE_SM90_TILE_OVERLAP 0  // A/B switch: two Q buffers, tile ends overlapped (kTileOverlap)
