@@ -119,12 +119,6 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 #define FLASHCUTE_SM90_INTERLEAVE_SPV 0
 #endif
 
-// A/B switch: the consumers' smem operand descriptors sliced by warpgroup rather than by thread
-// (Consumer::mma, wg_qk / wg_pv), so that ptxas keeps them in uniform registers.
-#ifndef FLASHCUTE_SM90_UNIFORM_DESC
-#define FLASHCUTE_SM90_UNIFORM_DESC 1
-#endif
-
 // A/B switch: P in two register buffers (the steady state's step() below). The softmax of S(n)
 // then never waits for P(n+1) V, the GEMM issued in its own turn: with the default schedule the
 // next turn depends on that GEMM's completion, which the other warpgroup's S GEMM, issued
@@ -414,11 +408,11 @@ struct Mainloop {
       TiledMmaPV mma_pv;
       auto thr_qk = mma_qk.get_thread_slice(tid);
       // The smem operands' descriptors are the same for every thread of a warpgroup. Sliced by
-      // the warpgroup (wg comes from the shuffled, warp-uniform warp index), ptxas can keep them
-      // in uniform registers; sliced by tid it holds Q's in vector registers and moves them
-      // over (2 R2UR) before every S WGMMA (A/B switch FLASHCUTE_SM90_UNIFORM_DESC).
-      auto wg_qk = mma_qk.get_thread_slice(FLASHCUTE_SM90_UNIFORM_DESC ? wg * 128 : tid);
-      auto wg_pv = mma_pv.get_thread_slice(FLASHCUTE_SM90_UNIFORM_DESC ? wg * 128 : tid);
+      // the warpgroup (wg comes from the shuffled, warp-uniform warp index), ptxas keeps them in
+      // uniform registers; sliced by tid it held Q's in vector registers and moved them over
+      // (2 R2UR) before every S WGMMA.
+      auto wg_qk = mma_qk.get_thread_slice(wg * 128);
+      auto wg_pv = mma_pv.get_thread_slice(wg * 128);
       Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
       Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Traits::SmemLayoutVt{});

@@ -59,9 +59,9 @@ CUTE_DEVICE void consume_tiles_overlapped(KP const& kp, typename Traits::SharedS
   typename Traits::TiledMmaPV mma_pv;
   const int wg = c.wg;
   auto thr_qk = mma_qk.get_thread_slice(c.tid);
-  // Descriptors sliced as in Consumer::mma (FLASHCUTE_SM90_UNIFORM_DESC explains why by warpgroup).
-  auto wg_qk = mma_qk.get_thread_slice(FLASHCUTE_SM90_UNIFORM_DESC ? wg * 128 : c.tid);
-  auto wg_pv = mma_pv.get_thread_slice(FLASHCUTE_SM90_UNIFORM_DESC ? wg * 128 : c.tid);
+  // Descriptors sliced by warpgroup, as in Consumer::mma (which says why).
+  auto wg_qk = mma_qk.get_thread_slice(wg * 128);
+  auto wg_pv = mma_pv.get_thread_slice(wg * 128);
   Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
   Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Traits::SmemLayoutVt{});
   Tensor tSrK = wg_qk.partition_fragment_B(sK);   // (MMA, N, K, stages)

@@ -41,12 +41,6 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_PREFETCH_DESC
 #define FLASHCUTE_SM90_PREFETCH_DESC 0  // A/B switch: re-fetch Q's and O's tensor maps before each use
 #endif
-#ifndef FLASHCUTE_SM90_VT_KEYS_FIRST
-#define FLASHCUTE_SM90_VT_KEYS_FIRST 1  // A/B switch: 16-bit V^T's smem atoms tiled along the keys first
-#endif
-#ifndef FLASHCUTE_SM90_O_ROWS_FIRST
-#define FLASHCUTE_SM90_O_ROWS_FIRST 1  // A/B switch: O's smem atoms tiled along the rows first
-#endif
 #ifndef FLASHCUTE_SM90_TILE_OVERLAP
 #define FLASHCUTE_SM90_TILE_OVERLAP 0  // A/B switch: two Q buffers, tile ends overlapped (kTileOverlap)
 #endif
@@ -158,12 +152,11 @@ struct FwdTraits {
                                              Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
   // V^T (dv x N). 16-bit: the TMA reads V rows (contiguous in dv) straight into this MN-major
   // layout. FP8: K-major (N contiguous), written by the producer's transpose.
-  // MN-major (16-bit): with the swizzle atoms (64 dv x 8 keys) tiled along dv first, a 64-wide
-  // dv slab is contiguous for only 8 keys, so the TMA box is 8 keys deep and one V block takes
-  // dv/64 x N/8 loads (32 UTMALDG at d=128, against 2 for K). Tiled along the keys first, each
-  // slab is one box (A/B switch FLASHCUTE_SM90_VT_KEYS_FIRST).
-  using VtTileOrder = std::conditional_t<kVtMajor == GMMA::Major::MN && bool(FLASHCUTE_SM90_VT_KEYS_FIRST),
-                                         Step<_2, _1, _3>, Step<_1, _2, _3>>;
+  // MN-major (16-bit): the swizzle atoms (64 dv x 8 keys) are tiled along the keys first, so
+  // that a 64-wide dv slab is contiguous over all N keys and the TMA loads it as one box. Tiled
+  // along dv first, a slab is contiguous for only 8 keys: one V block then took dv/64 x N/8
+  // loads (32 UTMALDG at d=128, against 2 for K).
+  using VtTileOrder = std::conditional_t<kVtMajor == GMMA::Major::MN, Step<_2, _1, _3>, Step<_1, _2, _3>>;
   using SmemLayoutVt = decltype(tile_to_shape(SmemAtom<kVtMajor, kHeadDimV, kBlockN>{},
                                               Shape<Int<kHeadDimV>, Int<kBlockN>, Int<kStagesV>>{},
                                               VtTileOrder{}));
@@ -171,18 +164,12 @@ struct FwdTraits {
   using SmemLayoutV = decltype(tile_to_shape(SmemAtom<GMMA::Major::K, kBlockN, kHeadDimV>{},
                                              Shape<Int<kBlockN>, Int<kHeadDimV>, Int<kStagesV>>{}));
   // O: rows [64*wg, 64*wg + 64) are one contiguous (64 x dv) layout that each consumer
-  // warpgroup stores on its own with TMA. Its atoms (8 rows x 64 dv) ordered along dv first
-  // make a 64-wide slab contiguous for only 8 rows: the TMA store box is then 8 rows deep, 16
-  // UTMASTG per warpgroup and tile at dv = 128. Ordered rows first (A/B switch
-  // FLASHCUTE_SM90_O_ROWS_FIRST), a slab is one 64 x 64 box, and the warpgroups' layouts are
-  // stacked (blocked_product) so that each still owns one contiguous block.
+  // warpgroup stores on its own with TMA: its atoms (8 rows x 64 dv) ordered rows first, so a
+  // 64-wide slab is one 64 x 64 store box (ordered dv first, the box was 8 rows deep: 16
+  // UTMASTG per warpgroup and tile at dv = 128), and the warpgroups' blocks stacked.
   using SmemAtomO = SmemAtom<GMMA::Major::K, 64, kHeadDimV, ElementO>;
-  using OTileOrder = std::conditional_t<bool(FLASHCUTE_SM90_O_ROWS_FIRST), Step<_1, _2>, Step<_2, _1>>;
-  using SmemLayoutOWG = decltype(tile_to_shape(SmemAtomO{}, Shape<_64, Int<kHeadDimV>>{}, OTileOrder{}));
-  using SmemLayoutO = std::conditional_t<
-      bool(FLASHCUTE_SM90_O_ROWS_FIRST),
-      decltype(blocked_product(SmemLayoutOWG{}, Layout<Shape<Int<kNumMmaWG>, _1>>{})),
-      decltype(tile_to_shape(SmemAtomO{}, Shape<Int<kBlockM>, Int<kHeadDimV>>{}, Step<_2, _1>{}))>;
+  using SmemLayoutOWG = decltype(tile_to_shape(SmemAtomO{}, Shape<_64, Int<kHeadDimV>>{}));
+  using SmemLayoutO = decltype(blocked_product(SmemLayoutOWG{}, Layout<Shape<Int<kNumMmaWG>, _1>>{}));
 
   using PipelineK = cutlass::PipelineTmaAsync<kStages>;
   using PipelineV = cutlass::PipelineTmaAsync<kStagesV>;  // V (as V^T; transposing FP8: as it lands)
