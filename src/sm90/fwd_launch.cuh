@@ -36,7 +36,7 @@ namespace sm90 {
 template <int D, int DV> struct TileConfig;
 template <> struct TileConfig<64, 64>   { static constexpr int kN = 128, kStages = 2, kWG = 3; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfig<96, 96>   { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
-template <> struct TileConfig<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
+template <> struct TileConfig<128, 128> { static constexpr int kN = 128, kStages = 2; static constexpr bool kAlias = false, kSections = true, kTwoP = true; };
 template <> struct TileConfig<192, 128> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = false, kSections = true; };
 template <> struct TileConfig<192, 192> { static constexpr int kN = 112, kStages = 2; static constexpr bool kAlias = true, kSections = true; };
 template <> struct TileConfig<256, 256> { static constexpr int kN = 80,  kStages = 2; static constexpr bool kAlias = true, kSections = true; };
@@ -262,6 +262,7 @@ FLASHCUTE_SM90_CFG_MEMBER(RederiveQDesc, kRederiveQDesc, bool, false)  // fwd_tr
 FLASHCUTE_SM90_CFG_MEMBER(NumMmaWG, kWG, int, 2)                      // consumer warpgroups
 FLASHCUTE_SM90_CFG_MEMBER(TransposeWarps, kTransposeWarps, int, 2)      // FP8 (fwd_traits.cuh)
 FLASHCUTE_SM90_CFG_MEMBER(TransposeBatch, kTransposeBatch, int, 0)      // FP8; 0: by registers
+FLASHCUTE_SM90_CFG_MEMBER(TwoP, kTwoP, bool, false)                     // two P buffers (fwd_traits.cuh)
 #undef FLASHCUTE_SM90_CFG_MEMBER
 
 template <class Element, class ElementO, class Cfg, int HDIM, int HDIM_V, bool kVColMajor = false>
@@ -273,7 +274,7 @@ int run_fwd_typed(const FwdParams& p) {
                            bool(FLASHCUTE_SM90_INTRAWG_OVERLAP), ElementO,
                            StagesV<Cfg>::value, NumMmaWG<Cfg>::value, ProducerRegs<Cfg>::value,
                            RederiveQDesc<Cfg>::value, TransposeWarps<Cfg>::value,
-                           TransposeBatch<Cfg>::value, kVColMajor>;
+                           TransposeBatch<Cfg>::value, kVColMajor, TwoP<Cfg>::value>;
   return launch_fwd<Traits>(p, Cfg::kSections && FLASHCUTE_SM90_L2_SECTIONS);
 }
 // e4m3 in; out in p.out_dtype (0 fp16, else bf16). V^T in (p.v_colmajor): built with bf16 out

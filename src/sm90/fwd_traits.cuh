@@ -55,7 +55,7 @@ template <class Element_, int kHeadDim_, int kHeadDimV_, int kBlockN_, int kStag
           int kOStaging_, bool kPingPong_ = true, bool kIntraWGOverlap_ = true,
           class ElementO_ = Element_, int kStagesV_ = 0, int kNumMmaWG_ = 2, int kProducerRegs_ = 24,
           bool kRederiveQDesc_ = false, int kTransposeWarps_ = 2, int kTransposeBatch_ = 0,
-          bool kVColMajor_ = false>
+          bool kVColMajor_ = false, bool kTwoP_ = false>
 struct FwdTraits {
   using Element = Element_;    // q, k, v
   using ElementO = ElementO_;  // out (bf16/fp16; differs from Element only for FP8)
@@ -69,6 +69,9 @@ struct FwdTraits {
   static_assert(sizeof(ElementO) == 2, "the output is 16-bit");
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kHeadDimV = kHeadDimV_;
+  // P in two register buffers (fwd_mainloop.cuh, the steady state's step()): a tile's choice,
+  // where the registers allow it (TileConfig::kTwoP; run 87: bf16 d=128 +4-11 %).
+  static constexpr bool kTwoP = kTwoP_;
   // Consumer warpgroups, 64 query rows each (one wgmma M). 3 (kBlockM = 192, FA3's choice at
   // d=64) lets two warpgroups' GEMMs cover one's softmax where the softmax costs as much as
   // the GEMMs (16-bit d=64; e4m3 d=64 too, run 60).
