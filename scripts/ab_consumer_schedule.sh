@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Historical: the kit of run 87 (benchmarks/RESULTS.md). Its switches have since landed (V^T
+# keys-first, O rows-first, warpgroup-sliced descriptors: now unconditional, so VK/UD/OR below
+# are no-ops) or been removed (tile overlap, OV). To rebuild it as measured, check out 28af807.
 # The A/B kit of the sm90 switches still to be measured (benchmarks/RESULTS.md, the section
 # "what the next device call measures"): builds, on this machine (~12 min; what travels, with the tracked
 # tree, must stay under 64 MiB),

@@ -15,7 +15,6 @@
 #include "common/seqlen.cuh"
 #include "sm90/fwd_epilogue.cuh"
 #include "sm90/fwd_mainloop.cuh"
-#include "sm90/fwd_tile_overlap.cuh"
 #include "sm90/fwd_traits.cuh"
 #include "sm90/tile_scheduler.cuh"
 #include "sm90/trace.cuh"
@@ -56,11 +55,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     cute::prefetch_tma_descriptor(kp.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(kp.tma_v.get_tma_descriptor());
     cute::prefetch_tma_descriptor(kp.tma_o.get_tma_descriptor());
-    for (int s = 0; s < Traits::kQBufs; ++s) {
-      cutlass::arch::ClusterTransactionBarrier::init(&ss.bar.q_full[s], 1);
-      cutlass::arch::ClusterBarrier::init(&ss.bar.q_empty[s], Traits::kNumMmaThreads);
-      cutlass::arch::ClusterBarrier::init(&ss.bar.tile_full[s], 1);
-    }
+    cutlass::arch::ClusterTransactionBarrier::init(&ss.bar.q_full, 1);
+    cutlass::arch::ClusterBarrier::init(&ss.bar.q_empty, Traits::kNumMmaThreads);
+    cutlass::arch::ClusterBarrier::init(&ss.bar.tile_full, 1);
     cutlass::arch::ClusterBarrier::init(&ss.bar.o_free, Traits::kNumMmaThreads);
     ss.bar.tile.counter = kp.sched.counter;
     for (int i = 0; i < Traits::kStagesV; ++i) ss.bar.v_end[i] = 0;
@@ -108,30 +105,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       // early: simulated, 84-94 % balance instead of 99.6-99.9 %).
       TileHeader& h = ss.bar.tile;
       h.next = sched.first();
-      h.buffers_phase = Traits::kTileOverlap ? 0 : 1;  // overlap: the header sequence number
+      h.buffers_phase = 1;
       FC_TRACE_PRODUCER(kTrStart, -1);
-      if constexpr (Traits::kTileOverlap) {
-        // Two header slots and Q buffers (fwd_tile_overlap.cuh): tile t is published into its
-        // slot as soon as the consumers released that slot's previous tile, i.e. right after
-        // the previous tile's loads, so its Q lands while they still work on that tile.
-        for (;;) {
-          const int t = load_volatile(h.next);
-          const int slot = producer.publish_slot(ss, t);
-          FC_TRACE_PRODUCER(kTrPublish, t);
-          if (t >= sched.total_tiles) break;  // the end, published
-          {
-            const TileCoord tc = sched.tile(t);
-            const SeqInfo seq(p, tc.b);
-            const WindowMask mask(p, seq);
-            const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
-            if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r, slot);
-          }
-          FC_TRACE_PRODUCER(kTrLoads, t);
-          const int done = load_volatile(h.next);
-          h.next = dynamic ? claim_tile(h) : sched.next(done);
-          FC_TRACE_PRODUCER(kTrClaim, load_volatile(h.next));
-        }
-      } else for (;;) {
+      for (;;) {
         const int t = load_volatile(h.next);
         if (t < sched.total_tiles) {
           const TileCoord tc = sched.tile(t);
@@ -173,16 +149,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDimV>>{});
     consumer.sched_start();
     consumer.trace(kTrStart);
-    if constexpr (Traits::kTileOverlap) {
-      if constexpr (Traits::kTransposeV) {
-        consume_tiles_overlapped<Traits>(kp, ss, pipe_k, pipe_vt, consumer, epilogue, tOrO);
-      } else {
-        consume_tiles_overlapped<Traits>(kp, ss, pipe_k, pipe_v, consumer, epilogue, tOrO);
-      }
-    } else {
     uint32_t header_phase = 0;  // tile_full's parity for the next tile header
     for (;;) {
-      mbar_wait(&ss.bar.tile_full[0], header_phase);
+      mbar_wait(&ss.bar.tile_full, header_phase);
       header_phase ^= 1;
       const int t = load_volatile(ss.bar.tile.tile);
       consumer.trace(kTrTileHeader, t);
@@ -192,7 +161,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       const WindowMask mask(p, seq);
       const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
       if (!r.active || r.n_min >= r.n_max) {  // nothing loaded: hand Q's (and O's) buffer back
-        cutlass::arch::ClusterBarrier::arrive(&ss.bar.q_empty[0]);
+        cutlass::arch::ClusterBarrier::arrive(&ss.bar.q_empty);
         if constexpr (Traits::kOAliasV) cutlass::arch::ClusterBarrier::arrive(&ss.bar.o_free);
         if (r.active) epilogue.store_empty(p, seq, tc.h, tc.m_block);
         continue;
@@ -212,7 +181,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v);
 #endif
       consumer.trace(kTrEpilogue, t);
-    }
     }
     consumer.trace(kTrEnd);
     consumer.sched_finish();

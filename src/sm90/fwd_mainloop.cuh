@@ -199,28 +199,14 @@ struct Mainloop {
     // o_free once; the first wait is on parity 1 of a fresh barrier, which returns at once (as
     // for a CUTLASS producer's start state).
     CUTE_DEVICE static void wait_buffers(SharedStorage& ss) {
-      mbar_wait(&ss.bar.q_empty[0], load_volatile(ss.bar.tile.buffers_phase));
+      mbar_wait(&ss.bar.q_empty, load_volatile(ss.bar.tile.buffers_phase));
     }
     // The tile header for t, once the readers are done with the previous one (and with Q).
     // Published before Q is loaded: the consumers work out the tile while Q is in flight.
     CUTE_DEVICE static void publish(SharedStorage& ss, int t) {
       wait_buffers(ss);
       ss.bar.tile.tile = t;
-      mbar_arrive(&ss.bar.tile_full[0]);
-    }
-
-    // Tile overlap (fwd_tile_overlap.cuh): tile t into header slot (its sequence number mod 2),
-    // once the consumers released the slot's previous tile (q_empty[slot], whose k-th use waits
-    // on parity (k & 1) ^ 1: the first returns at once). The sequence number lives in the
-    // header's buffers_phase. Returns the slot (= t's Q buffer).
-    CUTE_DEVICE static int publish_slot(SharedStorage& ss, int t) {
-      const uint32_t i = load_volatile(ss.bar.tile.buffers_phase);
-      const int slot = int(i & 1);
-      mbar_wait(&ss.bar.q_empty[slot], ((i >> 1) & 1) ^ 1);
-      Traits::header_tile(ss, slot) = t;
-      mbar_arrive(&ss.bar.tile_full[slot]);
-      ss.bar.tile.buffers_phase = i + 1;
-      return slot;
+      mbar_arrive(&ss.bar.tile_full);
     }
 
     // FP8 transposing warps: after the last tile, an end marker in the next V stage (a full
@@ -232,11 +218,11 @@ struct Mainloop {
       mbar_arrive(reinterpret_cast<uint64_t*>(&ss.bar.pipe_v.full_barrier_[s]));
     }
 
-    // Loads one tile with keys to load (its header is published); Q into buffer q_slot.
+    // Loads one tile with keys to load (its header is published).
     template <class KP>
     CUTE_DEVICE void load(KP const& kp, SharedStorage& ss, PipelineK& pipe_k, PipelineV& pipe_v,
-                          TileCoord const& tc, SeqInfo const& seq, TileRange const& r, int q_slot = 0) {
-      Tensor sQ = make_tensor(make_smem_ptr(Traits::q_buffer(ss, q_slot)), typename Traits::SmemLayoutQ{});
+                          TileCoord const& tc, SeqInfo const& seq, TileRange const& r) {
+      Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
       // Where the TMA puts V: V^T's buffer directly (16-bit, FP8 V^T), the landing buffer (FP8 V).
       auto sV = [&]() {
@@ -293,8 +279,8 @@ struct Mainloop {
         ++state_v;
       };
 
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar.q_full[q_slot], Traits::kQBytes);
-      copy(kp.tma_q.with(ss.bar.q_full[q_slot]), tQg, tQs);
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar.q_full, Traits::kQBytes);
+      copy(kp.tma_q.with(ss.bar.q_full), tQg, tQs);
       if constexpr (Traits::kTransposeV) {
         // K and V block by block: the transposing warps get each V as early as the rings allow.
         load_k(r.n_max - 1);
@@ -474,10 +460,10 @@ struct Mainloop {
       };
       auto convert_p = [&]() { convert_p_into(tOrP); };
       auto release_q = [&]() {
-        if constexpr (!Traits::kOAliasQ) cutlass::arch::ClusterBarrier::arrive(&ss.bar.q_empty[0]);
+        if constexpr (!Traits::kOAliasQ) cutlass::arch::ClusterBarrier::arrive(&ss.bar.q_empty);
       };
 
-      cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar.q_full[0], q_phase);
+      cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar.q_full, q_phase);
       q_phase ^= 1;
       trace(kTrQ);
 

@@ -41,9 +41,6 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_PREFETCH_DESC
 #define FLASHCUTE_SM90_PREFETCH_DESC 0  // A/B switch: re-fetch Q's and O's tensor maps before each use
 #endif
-#ifndef FLASHCUTE_SM90_TILE_OVERLAP
-#define FLASHCUTE_SM90_TILE_OVERLAP 0  // A/B switch: two Q buffers, tile ends overlapped (kTileOverlap)
-#endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
 #endif
@@ -184,30 +181,17 @@ struct FwdTraits {
   static constexpr int kKStageBytes = kBlockN * kHeadDim * int(sizeof(Element));
   static constexpr int kVStageBytes = kBlockN * kHeadDimV * int(sizeof(Element));
 
-  // Tile overlap (A/B switch FLASHCUTE_SM90_TILE_OVERLAP; fwd_tile_overlap.cuh): the consumers
-  // issue a tile's first S GEMM together with the previous tile's last P V and run that tile's
-  // epilogue under it, so a tile's two ends no longer run alone on the tensor cores (run 34:
-  // 12 % of the causal d=128 4k stall samples were per-tile code). The next tile's Q must then
-  // be in shared memory while this tile runs: two Q buffers, and two tile-header slots with
-  // them (slot s = the tile's place in this CTA's sequence, mod 2). Needs intra-warpgroup
-  // overlap and O in its own buffer (the epilogue writes O while S reads the next Q), and the
-  // second Q must fit: bf16/fp16 d <= 128, e4m3 up to d = 128 with 192-key tiles.
-  static constexpr bool kWantTileOverlap =
-      bool(FLASHCUTE_SM90_TILE_OVERLAP) && kIntraWGOverlap && kOStaging == kOSeparate;
-
-  template <int kQ>
-  struct BarrierStorageT {
+  struct BarrierStorage {
     typename PipelineK::SharedStorage pipe_k;
     typename PipelineV::SharedStorage pipe_v;
     typename PipelineVt::SharedStorage pipe_vt;  // FP8 only (unused otherwise)
-    alignas(8) uint64_t q_full[kQ];   // transaction barrier: Q of the current tile landed
-    alignas(8) uint64_t q_empty[kQ];  // consumer arrivals: Q's buffer (and O's, if aliased) and the
-                                      // tile header are free (once per tile, loaded or not)
-    alignas(8) uint64_t tile_full[kQ];  // 1 arrival: the tile header is written
+    alignas(8) uint64_t q_full;   // transaction barrier: Q of the current tile landed
+    alignas(8) uint64_t q_empty;  // consumer arrivals: Q's buffer (and O's, if aliased) and the
+                                  // tile header are free (once per tile, loaded or not)
+    alignas(8) uint64_t tile_full;  // 1 arrival: the tile header is written
     alignas(8) uint64_t o_free;   // kOAliasV: 256 consumer arrivals: the O store read V's landing buffer
     TileHeader tile;              // this tile's index, published on tile_full (tile_scheduler.cuh)
     int v_end[kStagesV];          // FP8 transposing warps: nonzero = the end, no V block here
-    int tile_slot1;               // tile overlap: the tile index of header slot 1 (slot 0: tile.tile)
   };
   // FP8's TMA landing buffer for V (its 1024-byte alignment comes with the array); an empty
   // member otherwise.
@@ -220,21 +204,15 @@ struct FwdTraits {
   };
   using VLandingStorage = std::conditional_t<kTransposeV, VLanding, NoVLanding>;
 
-  template <int kQ>
-  struct StorageSeparateOT {
-    alignas(1024) cute::array_aligned<Element, kQ * cosize_v<SmemLayoutQ>> q;
+  struct StorageSeparateO {
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutVt>> v;
     alignas(1024) cute::array_aligned<ElementO, cosize_v<SmemLayoutO>> o;
-    BarrierStorageT<kQ> bar;
+    BarrierStorage bar;
     VLandingStorage v_landing;  // last: the empty 16-bit variant then costs a few bytes, not 1 KB
     CUTE_DEVICE ElementO* o_ptr() { return o.data(); }
   };
-  // Q buffers: 2 with tile overlap where they fit in the 227 KB a CTA may hold, else 1.
-  static constexpr int kQBufs = kWantTileOverlap && sizeof(StorageSeparateOT<2>) <= 232448 ? 2 : 1;
-  static constexpr bool kTileOverlap = kQBufs == 2;
-  using BarrierStorage = BarrierStorageT<kQBufs>;
-  using StorageSeparateO = StorageSeparateOT<kQBufs>;
   // O staged in Q's buffer (kOAliasQ) or in FP8's V landing buffer (kOAliasV).
   struct StorageOAliased {
     static_assert(!kOAliasQ || cosize_v<SmemLayoutO> * sizeof(ElementO) <= cosize_v<SmemLayoutQ> * sizeof(Element));
@@ -251,14 +229,6 @@ struct FwdTraits {
   };
   using SharedStorage = std::conditional_t<kOStaging == kOSeparate, StorageSeparateO, StorageOAliased>;
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
-  // Q buffer s (tile overlap: the buffer of header slot s; else s = 0).
-  CUTE_DEVICE static Element* q_buffer(SharedStorage& ss, int s) {
-    return ss.q.data() + s * int(cosize_v<SmemLayoutQ>);
-  }
-  // The tile index in header slot s.
-  CUTE_DEVICE static int& header_tile(SharedStorage& ss, int s) {
-    return s == 0 ? ss.bar.tile.tile : ss.bar.tile_slot1;
-  }
   static_assert(kSmemBytes <= 232448, "over the 227 KB of shared memory a CTA may opt into");
 };
 
