@@ -74,10 +74,6 @@ struct Epilogue {
     TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(tid);
 
-    // O's tensor map, used once per tile: fetched while the warpgroup normalises O (A/B switch).
-    if constexpr (FLASHCUTE_SM90_PREFETCH_DESC) {
-      if (leader() && !seq.varlen) cute::prefetch_tma_descriptor(kp.tma_o.get_tma_descriptor());
-    }
     constexpr int kRows = decltype(size<0>(acc_rowcol(tOrO.layout())))::value;
     float lse[kRows];
     softmax.finalize(make_tensor(tOrO.data(), acc_rowcol(tOrO.layout())), scale_log2, lse, o_scale);

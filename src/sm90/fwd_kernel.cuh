@@ -118,9 +118,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
           FC_TRACE_PRODUCER(kTrPublish, t);
           // Tiles without keys to load: the consumers store zeros or skip them.
           if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
-          // Q's tensor map is used once per tile, so it may have left the descriptor cache by
-          // the next tile's Q load (A/B switch): fetch it again while the producer waits.
-          if constexpr (FLASHCUTE_SM90_PREFETCH_DESC) cute::prefetch_tma_descriptor(kp.tma_q.get_tma_descriptor());
           FC_TRACE_PRODUCER(kTrLoads, t);
         } else {
           producer.publish(ss, t);  // the end

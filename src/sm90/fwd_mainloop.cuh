@@ -119,17 +119,6 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 #define FLASHCUTE_SM90_INTERLEAVE_SPV 0
 #endif
 
-// P in two register buffers (the steady state's step() below; FwdTraits::kTwoP, a tile's choice,
-// or everywhere with -DFLASHCUTE_SM90_TWO_P=1 for A/B builds). The softmax of S(n) then never
-// waits for P(n+1) V, the GEMM issued in its own turn: with one buffer the next turn depends on
-// that GEMM's completion, which the other warpgroup's S GEMM, issued right after it, delays
-// (run 85's trace: P V done ~2,700 cycles after the turn's start, S done at ~1,250). Costs the
-// registers of a second P (32 at bf16 d=128). It pays only once V arrives in time (V^T loaded
-// as 2 boxes, not 32): run 87, bf16 d=128, alone -7..-14 %, with the V^T layout +3..+11 %.
-#ifndef FLASHCUTE_SM90_TWO_P
-#define FLASHCUTE_SM90_TWO_P 0
-#endif
-
 // A/B switch: wait for V(n+1) before taking the ping-pong turn rather than between the turn's S
 // and P V issues, so that a late V holds only this warpgroup, not the other one's turn too
 // (run 85's trace: V ready ~300 cycles after the turn's S was issued).
@@ -182,7 +171,7 @@ struct Mainloop {
   using PipelineVt = typename Traits::PipelineVt;
   static constexpr bool kPinPVWait =
       FLASHCUTE_SM90_PIN_PV_WAIT == 2 ? Traits::kFp8 : bool(FLASHCUTE_SM90_PIN_PV_WAIT);
-  static constexpr bool kTwoP = FLASHCUTE_SM90_TWO_P || Traits::kTwoP;
+  static constexpr bool kTwoP = Traits::kTwoP;
   static_assert(!kTwoP || (!FLASHCUTE_SM90_INTERLEAVE_SPV && !FLASHCUTE_SM90_V_BEFORE_TURN),
                 "one steady-state schedule at a time");
 

@@ -38,8 +38,8 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS 0  // A/B switch (FwdTraits::kTransposeWarps); 0: the tile's
 #endif
-#ifndef FLASHCUTE_SM90_PREFETCH_DESC
-#define FLASHCUTE_SM90_PREFETCH_DESC 0  // A/B switch: re-fetch Q's and O's tensor maps before each use
+#ifndef FLASHCUTE_SM90_TWO_P
+#define FLASHCUTE_SM90_TWO_P 0  // A/B builds: two P buffers whatever the tile says (FwdTraits::kTwoP)
 #endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
@@ -66,9 +66,14 @@ struct FwdTraits {
   static_assert(sizeof(ElementO) == 2, "the output is 16-bit");
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kHeadDimV = kHeadDimV_;
-  // P in two register buffers (fwd_mainloop.cuh, the steady state's step()): a tile's choice,
-  // where the registers allow it (TileConfig::kTwoP; run 87: bf16 d=128 +4-11 %).
-  static constexpr bool kTwoP = kTwoP_;
+  // P in two register buffers (fwd_mainloop.cuh, the steady state's step()), a tile's choice
+  // where the registers allow it (TileConfig::kTwoP). The softmax of S(n) then never waits for
+  // P(n+1) V, the GEMM issued in its own turn: with one buffer the next turn depends on that
+  // GEMM's completion, which the other warpgroup's S GEMM, issued right after it, delays (run
+  // 85's trace: P V done ~2,700 cycles after the turn's start, S done at ~1,250). Costs the
+  // registers of a second P (32 at bf16 d=128). It pays only once V arrives in time (V^T loaded
+  // as 2 boxes, not 32): run 87, bf16 d=128, alone -7..-14 %, with the V^T layout +3..+11 %.
+  static constexpr bool kTwoP = kTwoP_ || bool(FLASHCUTE_SM90_TWO_P);
   // Consumer warpgroups, 64 query rows each (one wgmma M). 3 (kBlockM = 192, FA3's choice at
   // d=64) lets two warpgroups' GEMMs cover one's softmax where the softmax costs as much as
   // the GEMMs (16-bit d=64; e4m3 d=64 too, run 60).
