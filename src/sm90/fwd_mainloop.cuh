@@ -133,6 +133,22 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 #define FLASHCUTE_SM90_PIN_PV_WAIT 2
 #endif
 
+// A/B switch (FP8, one P buffer): wait for P V once the first accumulator row's exponentials are
+// done rather than after all of them, and pack each row's P straight into the operand registers
+// as soon as it is final, so that the packing overlaps the later rows' exponentials instead of
+// following all of them.
+// A/B switch: a consumer warpgroup skips the GEMMs and softmax of the key blocks at the top of
+// its tile's range that no row of its own 64 can see (causal: a tile's first warpgroup ends
+// up to kBlockM - 64 rows above the diagonal that sets the tile's range), only waiting for
+// their K and V stages and handing them back (and passing on its ping-pong turns).
+#ifndef FLASHCUTE_SM90_SKIP_WG_BLOCKS
+#define FLASHCUTE_SM90_SKIP_WG_BLOCKS 0
+#endif
+
+#ifndef FLASHCUTE_SM90_SPLIT_PV_WAIT
+#define FLASHCUTE_SM90_SPLIT_PV_WAIT 0
+#endif
+
 // wgmma.wait_group N that ptxas cannot move above the computation of `dep`.
 // Why: ptxas schedules a wait_group as early as its basic block allows (it models no cost for the
 // wait). In the steady-state loop that put the wait for O += P(n+1) V(n+1) at the top of the
@@ -440,7 +456,9 @@ struct Mainloop {
       };
       auto convert_p_into = [&](auto& dst) {
         if constexpr (Traits::kFp8) {
+#ifndef FLASHCUTE_SM90_SOL_NOCONV  // speed-of-light ablation only: wrong results
           pack_p_fp8(tSrS, dst);
+#endif
         } else {
           Tensor rP = convert_fragment<Element>(tSrS);
           CUTE_UNROLL
@@ -456,6 +474,25 @@ struct Mainloop {
       q_phase ^= 1;
       trace(kTrQ);
 
+      // This warpgroup's first key block + 1 (at least one block, so that rows without any
+      // visible key still get O = 0 from a fully masked block).
+      int n_top = r.n_max;
+      if constexpr (FLASHCUTE_SM90_SKIP_WG_BLOCKS) {
+        int lo, hi;
+        mask.template key_block_range<kBlockN>(wg_row_begin, min(wg_row_begin + 64, r.row_end), lo, hi);
+        n_top = max(r.n_min + 1, min(hi, r.n_max));
+        for (int n = r.n_max - 1; n >= n_top; --n) {
+          pipe_k.consumer_wait(state_k);
+          pipe_k.consumer_release(state_k);
+          ++state_k;
+          pipe_v.consumer_wait(state_v);
+          pipe_v.consumer_release(state_v);
+          ++state_v;
+          sched_wait();
+          sched_signal();
+        }
+      }
+
       if constexpr (Traits::kIntraWGOverlap) {
         // Prologue: S(n_max-1) alone.
         pipe_k.consumer_wait(state_k);
@@ -467,7 +504,7 @@ struct Mainloop {
         warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(state_k);
         ++state_k;
-        scores_to_p(r.n_max - 1);
+        scores_to_p(n_top - 1);
         convert_p();
         trace(kTrP0);
         bool first_pv = true;
@@ -524,7 +561,7 @@ struct Mainloop {
             trace(kTrLastPVDone);
           };
           // Unrolled by two so that each buffer stays in fixed registers.
-          for (int n = r.n_max - 2;; n -= 2) {
+          for (int n = n_top - 2;; n -= 2) {
             if (n < r.n_min) { finish(tOrP); break; }
             step(n, tOrP, tOrP2);
             if (n - 1 < r.n_min) { finish(tOrP2); break; }
@@ -532,7 +569,7 @@ struct Mainloop {
           }
         } else {
           // Steady state: S(n) and O += P(n+1) V(n+1) in flight together.
-          for (int n = r.n_max - 2; n >= r.n_min; --n) {
+          for (int n = n_top - 2; n >= r.n_min; --n) {
             pipe_k.consumer_wait(state_k);
             if constexpr (FLASHCUTE_SM90_V_BEFORE_TURN) pipe_v.consumer_wait(state_v);
             sched_wait();
@@ -559,6 +596,24 @@ struct Mainloop {
             FC_TRACE_LOOP(trace(kTrSDone));
             pipe_k.consumer_release(state_k);
             ++state_k;
+            if constexpr (Traits::kFp8 && FLASHCUTE_SM90_SPLIT_PV_WAIT) {
+              if (softcap) apply_softcap(tSrS, softcap_inv);
+              if (mask.template block_needs_mask<kBlockN>(n, wg_row_begin, wg_row_begin + 64)) {
+                mask.apply(sRowCol, cRowCol, r.row_begin, n * kBlockN);
+              }
+              softmax.online(sRowCol, scale_log2, corr, [&](int row) {
+                if (row == 0) {
+                  warpgroup_wait_after<0>(softmax.row_dependency(0));
+                  warpgroup_fence_operand(tOrO);
+                  warpgroup_fence_operand(tOrP);
+                  pipe_v.consumer_release(state_v);
+                  ++state_v;
+                  softmax.rescale(oRowCol, corr);
+                }
+                pack_p_fp8_rows(tSrS, tOrP, row);
+              });
+              continue;
+            }
             scores_to_p(n);
             // P V done: O may be rescaled and P overwritten. Kept after the softmax's exponentials
             // (their row sums), which run while P V is still on the tensor cores.
@@ -592,7 +647,7 @@ struct Mainloop {
       } else {
         // Plain schedule: S, softmax, P V, one block at a time (the ablation baseline).
         bool first_pv = true;
-        for (int n = r.n_max - 1; n >= r.n_min; --n) {
+        for (int n = n_top - 1; n >= r.n_min; --n) {
           pipe_k.consumer_wait(state_k);
           sched_wait();
           wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);

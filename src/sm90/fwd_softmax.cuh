@@ -82,12 +82,22 @@ struct Sm90OnlineSoftmax {
   // when `rescaled`, corr[r] the factor by which O must be rescaled (the row sum already is).
   template <class TensorS>
   CUTE_DEVICE void online(TensorS&& s, float scale_log2, float (&corr)[kRows]) {
+    online(s, scale_log2, corr, [](int) {});
+  }
+  // The same, calling row_done(r) once row r's P and row sum are final (the mainloop may then
+  // wait for P V and pack row r's P while the later rows' exponentials run).
+  template <class TensorS, class RowDone>
+  CUTE_DEVICE void online(TensorS&& s, float scale_log2, float (&corr)[kRows], RowDone&& row_done) {
     static_assert(decltype(size<0>(s))::value == kRows);
     bool grow[kRows];
     bool any_grow = false;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
+#ifdef FLASHCUTE_SM90_SOL_NOMAX  // speed-of-light ablation only: wrong results
+      float m = lane_group_allreduce<4>(MaxOp{}(row_max[r], s(r, 0)), MaxOp{});
+#else
       float m = lane_group_allreduce<4>(row_fold(s, r, row_max[r], MaxOp{}), MaxOp{});
+#endif
       // -inf -> finite gives +inf (grow); -inf -> -inf gives NaN (no growth, nothing to scale).
       grow[r] = (m - row_max[r]) * scale_log2 > kLazyLog2;
       // A row with every score masked so far keeps max -inf: offset 0 keeps exp2(-inf) = 0.
@@ -108,16 +118,31 @@ struct Sm90OnlineSoftmax {
       // MUFU.EX2 for every score: moving 2 or 4 of each 8 to an FMA-pipe polynomial measured
       // -3..-15 % (run 20): the softmax is short of issue slots, not of MUFU cycles.
 #pragma unroll
+#ifdef FLASHCUTE_SM90_SOL_NOEXP  // speed-of-light ablation only: wrong results
+      for (int c = 0; c < size<1>(s); ++c) s(r, c) = fmaf(s(r, c), scale_log2, offset);
+#else
       for (int c = 0; c < size<1>(s); ++c) s(r, c) = exp2f(fmaf(s(r, c), scale_log2, offset));
+#endif
+#ifdef FLASHCUTE_SM90_SOL_NOSUM  // speed-of-light ablation only: wrong results
+      row_sum[r] += s(r, 0);
+#else
       row_sum[r] = row_fold(s, r, row_sum[r], SumOp{});
+#endif
+      row_done(r);
     }
   }
+
+  // A value that depends on every P of row r in the last online(); >= 0.
+  CUTE_DEVICE float row_dependency(int r) const { return row_sum[r]; }
 
   // A value that depends on every P of the last online() (for warpgroup_wait_after); >= 0.
   CUTE_DEVICE float sum_dependency() const {
     float d = row_sum[0];
 #pragma unroll
     for (int r = 1; r < kRows; ++r) d += row_sum[r];
+#ifdef FLASHCUTE_SM90_SOL_NOEXP
+    d = fabsf(d);
+#endif
     return d;
   }
 
