@@ -38,14 +38,16 @@ __device__ __forceinline__ int visible_in_pairs_of_eight(int h, int n) {
 template <class TensorS>
 __device__ __forceinline__ void keep_prefix(TensorS&& scores, int r, int k) {
   constexpr int kCols = decltype(cute::size<1>(scores))::value;
+  constexpr int kWords = (kCols + 31) / 32;
+  uint32_t bits[kWords];
 #pragma unroll
-  for (int w = 0; w < (kCols + 31) / 32; ++w) {
+  for (int w = 0; w < kWords; ++w) {
     const int kw = k - 32 * w;
-    const uint32_t bits = kw >= 32 ? 0xffffffffu : (kw <= 0 ? 0u : (1u << kw) - 1u);
+    bits[w] = kw >= 32 ? 0xffffffffu : (kw <= 0 ? 0u : (1u << kw) - 1u);
+  }
 #pragma unroll
-    for (int c = 32 * w; c < kCols && c < 32 * w + 32; ++c) {
-      scores(r, c) = ((bits >> (c - 32 * w)) & 1u) ? scores(r, c) : -INFINITY;
-    }
+  for (int c = 0; c < kCols; ++c) {
+    scores(r, c) = ((bits[c / 32] >> (c % 32)) & 1u) ? scores(r, c) : -INFINITY;
   }
 }
 
@@ -88,7 +90,7 @@ struct WindowMask {
   // coordinates enter only as this thread's base plus the layout's compile-time offsets, and each
   // element is compared against a per-row limit relative to that base, i.e. against an immediate:
   // no per-element coordinate is materialised in a register.
-  template <class TensorS, class TensorC>
+  template <bool kPrefixForm = bool(FLASHCUTE_PREFIX_MASK), class TensorS, class TensorC>
   __device__ __forceinline__ void apply(TensorS&& scores, TensorC const& coords, int row0,
                                                int col0) const {
     static_assert(decltype(cute::rank(scores))::value == 2);
@@ -97,7 +99,7 @@ struct WindowMask {
     const int row_base = row0 + int(cute::get<0>(base)) + diag_offset;
     const int col_base = col0 + int(cute::get<1>(base));
     constexpr int kCols = decltype(cute::size<1>(scores))::value;
-    if constexpr (FLASHCUTE_PREFIX_MASK && cols_in_pairs_of_eight<decltype(offsets)>(std::make_integer_sequence<int, kCols>{})) {
+    if constexpr (kPrefixForm && cols_in_pairs_of_eight<decltype(offsets)>(std::make_integer_sequence<int, kCols>{})) {
       if (window_left < 0) {  // every row sees a prefix of the thread's (sorted) columns
 #pragma unroll
         for (int r = 0; r < cute::size<0>(scores); ++r) {

@@ -450,7 +450,8 @@ struct Mainloop {
       auto scores_to_p = [&](int n) {
         if (softcap) apply_softcap(tSrS, softcap_inv);
         if (mask.template block_needs_mask<kBlockN>(n, wg_row_begin, wg_row_begin + 64)) {
-          mask.apply(sRowCol, cRowCol, r.row_begin, n * kBlockN);
+          // (The bit-mask form spills at 16-bit d=128, whose two P buffers leave no registers.)
+          mask.template apply<bool(FLASHCUTE_PREFIX_MASK) && !kTwoP>(sRowCol, cRowCol, r.row_begin, n * kBlockN);
         }
         softmax.online(sRowCol, scale_log2, corr);
       };
@@ -599,7 +600,7 @@ struct Mainloop {
             if constexpr (Traits::kFp8 && FLASHCUTE_SM90_SPLIT_PV_WAIT) {
               if (softcap) apply_softcap(tSrS, softcap_inv);
               if (mask.template block_needs_mask<kBlockN>(n, wg_row_begin, wg_row_begin + 64)) {
-                mask.apply(sRowCol, cRowCol, r.row_begin, n * kBlockN);
+                mask.template apply<bool(FLASHCUTE_PREFIX_MASK)>(sRowCol, cRowCol, r.row_begin, n * kBlockN);
               }
               softmax.online(sRowCol, scale_log2, corr, [&](int row) {
                 if (row == 0) {
