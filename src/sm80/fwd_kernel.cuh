@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks) fwd_ker
         if (mask.block_needs_mask<kBlockN>(n, row_begin, row_end)) {
           // (row, col) inside the S tile of each score this thread holds: the mask's coordinates.
           Tensor tScS = rowcol_view(tiled_mma.get_thread_slice(t).partition_C(make_identity_tensor(TileS{})));
-          mask.apply(s, tScS, row_begin, n * kBlockN);
+          mask.template apply<false>(s, tScS, row_begin, n * kBlockN);  // (the bit-mask form spills here)
         }
 
         // FA2's order: K(n-1) is requested before the softmax, so its load overlaps the softmax
