@@ -14,7 +14,7 @@
 namespace flashcute {
 
 #ifndef FLASHCUTE_PREFIX_MASK
-#define FLASHCUTE_PREFIX_MASK 0  // A/B switch: the bit-mask form of WindowMask::apply (below)
+#define FLASHCUTE_PREFIX_MASK 1  // A/B switch: the bit-mask form of WindowMask::apply (below)
 #endif
 
 // Whether a thread's score columns, relative to its first, are 0, 1, 8, 9, 16, 17, ... in order

@@ -142,7 +142,7 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 // up to kBlockM - 64 rows above the diagonal that sets the tile's range), only waiting for
 // their K and V stages and handing them back (and passing on its ping-pong turns).
 #ifndef FLASHCUTE_SM90_SKIP_WG_BLOCKS
-#define FLASHCUTE_SM90_SKIP_WG_BLOCKS 0
+#define FLASHCUTE_SM90_SKIP_WG_BLOCKS 1
 #endif
 
 #ifndef FLASHCUTE_SM90_SPLIT_PV_WAIT
