@@ -13,10 +13,6 @@
 
 namespace flashcute {
 
-#ifndef FLASHCUTE_PREFIX_MASK
-#define FLASHCUTE_PREFIX_MASK 1  // A/B switch: the bit-mask form of WindowMask::apply (below)
-#endif
-
 // Whether a thread's score columns, relative to its first, are 0, 1, 8, 9, 16, 17, ... in order
 // (column pairs of 8-column groups: the accumulator layout of both mma.sync and wgmma), checked
 // at compile time on the coordinate layout.
@@ -90,7 +86,7 @@ struct WindowMask {
   // coordinates enter only as this thread's base plus the layout's compile-time offsets, and each
   // element is compared against a per-row limit relative to that base, i.e. against an immediate:
   // no per-element coordinate is materialised in a register.
-  template <bool kPrefixForm = bool(FLASHCUTE_PREFIX_MASK), class TensorS, class TensorC>
+  template <bool kPrefixForm, class TensorS, class TensorC>
   __device__ __forceinline__ void apply(TensorS&& scores, TensorC const& coords, int row0,
                                                int col0) const {
     static_assert(decltype(cute::rank(scores))::value == 2);

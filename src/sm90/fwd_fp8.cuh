@@ -43,22 +43,6 @@ CUTE_DEVICE uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
 // S (an m64nN fp32 accumulator fragment, values (column pair, row half, 8-column group) in
 // compact order) -> the e4m3 A fragment of the k32 WGMMA (values (4 positions, row half, k half)
 // per k-step), under the V^T permutation above: in-register, no lane exchange.
-// Only the values of row half rh (0: row r, 1: row r + 8 of the thread's accumulator rows).
-template <class TensorS, class TensorP>
-CUTE_DEVICE void pack_p_fp8_rows(TensorS const& s, TensorP& p, int rh) {
-  constexpr int kGroups = decltype(size(s))::value / 4;
-  Tensor p32 = recast<uint32_t>(p);
-  CUTE_UNROLL
-  for (int kc = 0; kc < kGroups / 4; ++kc) {
-    CUTE_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      const int g = 4 * kc + 2 * h;
-      p32(rh + 2 * h + 4 * kc) = pack_e4m3x4(s(2 * rh + 4 * g), s(1 + 2 * rh + 4 * g),
-                                             s(2 * rh + 4 * (g + 1)), s(1 + 2 * rh + 4 * (g + 1)));
-    }
-  }
-}
-
 template <class TensorS, class TensorP>
 CUTE_DEVICE void pack_p_fp8(TensorS const& s, TensorP& p) {
   constexpr int kGroups = decltype(size(s))::value / 4;  // 8-column groups

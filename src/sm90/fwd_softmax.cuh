@@ -82,12 +82,6 @@ struct Sm90OnlineSoftmax {
   // when `rescaled`, corr[r] the factor by which O must be rescaled (the row sum already is).
   template <class TensorS>
   CUTE_DEVICE void online(TensorS&& s, float scale_log2, float (&corr)[kRows]) {
-    online(s, scale_log2, corr, [](int) {});
-  }
-  // The same, calling row_done(r) once row r's P and row sum are final (the mainloop may then
-  // wait for P V and pack row r's P while the later rows' exponentials run).
-  template <class TensorS, class RowDone>
-  CUTE_DEVICE void online(TensorS&& s, float scale_log2, float (&corr)[kRows], RowDone&& row_done) {
     static_assert(decltype(size<0>(s))::value == kRows);
     bool grow[kRows];
     bool any_grow = false;
@@ -128,12 +122,8 @@ struct Sm90OnlineSoftmax {
 #else
       row_sum[r] = row_fold(s, r, row_sum[r], SumOp{});
 #endif
-      row_done(r);
     }
   }
-
-  // A value that depends on every P of row r in the last online(); >= 0.
-  CUTE_DEVICE float row_dependency(int r) const { return row_sum[r]; }
 
   // A value that depends on every P of the last online() (for warpgroup_wait_after); >= 0.
   CUTE_DEVICE float sum_dependency() const {
