@@ -104,6 +104,10 @@ def parse_args(argv=None):
     p.add_argument("--model-dim", type=int, default=2048, help="heads * hdim")
     p.add_argument("--warmup", type=float, default=25, help="do_bench warmup, ms")
     p.add_argument("--rep", type=float, default=100, help="do_bench measurement time, ms")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="time every column of a case this many times, the column order reversed "
+                        "every other round, and report the median (ms_rounds has them all): two "
+                        "timings of one kernel in one run differed by up to ~7 %% (run 89)")
     p.add_argument("--check", action="store_true",
                    help="once per case, compare every output with cuDNN's (FA2's if cuDNN "
                         "fails) and report the max abs diff")
@@ -517,6 +521,7 @@ def run(args, cases, cols):
                         case_check.setdefault("reference_errors", {})[src] = _short(e)
                         ref = None
                 case_check["reference"] = ref_src
+            timed = []  # (rec, fn, ctx) of the columns that ran, for --rounds
             for col in cols:
                 rec = dict(case)
                 rec.update(impl=col, ms=None, tflops=None, error=None)
@@ -543,6 +548,9 @@ def run(args, cases, cols):
                             del o
                         del out
                         ms = bench(fn)
+                    if args.rounds > 1:
+                        rec["ms_rounds"] = [ms]
+                        timed.append((rec, fn, ctx))
                     rec["ms"] = ms
                     rec["tflops"] = tflops(case["flops"], ms)
                     if col == "flex":
@@ -562,6 +570,10 @@ def run(args, cases, cols):
                 if col == "flex" and rec.get("first_call_s", 0) > 1:
                     extra += f" [compile {rec['first_call_s']:.1f}s]"
                 print(f" | {col} {_fmt_tf(rec['tflops'])}{extra}", end="", flush=True)
+            if timed:
+                _more_rounds(timed, bench, args.rounds, torch)
+                print(" | median of " + str(args.rounds) + ": " + " ".join(
+                    f"{r['impl']} {_fmt_tf(r['tflops'])}" for r, _, _ in timed), end="", flush=True)
             if args.check:
                 _judge_check(case_check, cols, args.check_atol)
                 checks.append(case_check)
@@ -620,6 +632,24 @@ def run(args, cases, cols):
     if args.plot:
         plot(args.plot, results, cols, args)
     return report
+
+
+def _more_rounds(timed, bench, rounds, torch):
+    """Rounds 2..N of one case's timings, the column order reversed every other round (so that
+    no column always runs first or last after the GPU's clocks settle); ms becomes the median."""
+    import statistics
+    for rnd in range(1, rounds):
+        for rec, fn, ctx in (timed[::-1] if rnd % 2 else timed):
+            try:
+                with ctx():
+                    rec["ms_rounds"].append(bench(fn))
+            except Exception as e:  # noqa: BLE001
+                rec.setdefault("round_errors", []).append(_short(e))
+                with contextlib.suppress(Exception):
+                    torch.cuda.synchronize()
+    for rec, _, _ in timed:
+        rec["ms"] = statistics.median(rec["ms_rounds"])
+        rec["tflops"] = tflops(rec["flops"], rec["ms"])
 
 
 def _judge_check(case_check, cols, atol):
