@@ -62,9 +62,8 @@ struct WindowMask {
   template <int kBlockN>
   __device__ __forceinline__ void key_block_range(int row_begin, int row_end, int& n_min,
                                                   int& n_max) const {
-    int key_end = seqlen_k;
-    if (window_right >= 0) key_end = min(key_end, row_end - 1 + diag_offset + window_right + 1);
-    n_max = key_end <= 0 ? 0 : (key_end + kBlockN - 1) / kBlockN;
+    const int end = key_end(row_end - 1 + diag_offset);  // the last row's
+    n_max = end <= 0 ? 0 : (end + kBlockN - 1) / kBlockN;
     n_min = 0;
     if (window_left >= 0) n_min = max(0, row_begin + diag_offset - window_left) / kBlockN;
   }
@@ -80,9 +79,18 @@ struct WindowMask {
     return need;
   }
 
+  // The end (exclusive) of the keys visible from query row `row` (diagonal offset applied).
+  __device__ __forceinline__ int key_end(int row) const {
+    int end = seqlen_k;
+    if (window_right >= 0) end = min(end, row + window_right + 1);
+    return end;
+  }
+
   // scores(r, c) = -inf where key col0 + col(r, c) is not visible from query row0 + row(r, c), on
   // (rows, cols) views of the scores and of their coordinates inside the tile. The row's visible
-  // key range [lo, hi) is computed once per row and each element is a branch-free select. The
+  // key range [lo, hi) is computed once per row and each element is a branch-free select;
+  // kPrefixForm (no left window edge, the accumulator's column order): the select reads one bit
+  // of a prefix mask (keep_prefix) instead of comparing against both edges. The
   // coordinates enter only as this thread's base plus the layout's compile-time offsets, and each
   // element is compared against a per-row limit relative to that base, i.e. against an immediate:
   // no per-element coordinate is materialised in a register.
@@ -100,9 +108,7 @@ struct WindowMask {
 #pragma unroll
         for (int r = 0; r < cute::size<0>(scores); ++r) {
           const int row = row_base + int(cute::get<0>(offsets(r, 0)));
-          int hi = seqlen_k;
-          if (window_right >= 0) hi = min(hi, row + window_right + 1);
-          keep_prefix(scores, r, visible_in_pairs_of_eight(hi - col_base, kCols));
+          keep_prefix(scores, r, visible_in_pairs_of_eight(key_end(row) - col_base, kCols));
         }
         return;
       }
@@ -110,8 +116,7 @@ struct WindowMask {
 #pragma unroll
     for (int r = 0; r < cute::size<0>(scores); ++r) {
       const int row = row_base + int(cute::get<0>(offsets(r, 0)));
-      int hi = seqlen_k;  // exclusive
-      if (window_right >= 0) hi = min(hi, row + window_right + 1);
+      const int hi = key_end(row);
       const int lo = window_left >= 0 ? row - window_left : -(1 << 30);
       const int hi_rel = hi - col_base, lo_rel = lo - col_base;
 #pragma unroll

@@ -133,11 +133,6 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 #define FLASHCUTE_SM90_PIN_PV_WAIT 2
 #endif
 
-// A/B switch (FP8, one P buffer): wait for P V once the first accumulator row's exponentials are
-// done rather than after all of them, and pack each row's P straight into the operand registers
-// as soon as it is final, so that the packing overlaps the later rows' exponentials instead of
-// following all of them.
-
 // wgmma.wait_group N that ptxas cannot move above the computation of `dep`.
 // Why: ptxas schedules a wait_group as early as its basic block allows (it models no cost for the
 // wait). In the steady-state loop that put the wait for O += P(n+1) V(n+1) at the top of the
@@ -472,21 +467,19 @@ struct Mainloop {
       // turns as before. (d=64's 192-row tiles: causal 4k +5 %, run 89.) n_top is this
       // warpgroup's first block + 1, at least one block, so that rows without any visible key
       // still get O = 0 from a fully masked block.
-      int n_top = r.n_max;
-      {
-        int lo, hi;
-        mask.template key_block_range<kBlockN>(wg_row_begin, min(wg_row_begin + 64, r.row_end), lo, hi);
-        n_top = max(r.n_min + 1, min(hi, r.n_max));
-        for (int n = r.n_max - 1; n >= n_top; --n) {
-          pipe_k.consumer_wait(state_k);
-          pipe_k.consumer_release(state_k);
-          ++state_k;
-          pipe_v.consumer_wait(state_v);
-          pipe_v.consumer_release(state_v);
-          ++state_v;
-          sched_wait();
-          sched_signal();
-        }
+      // (A warpgroup wholly past the sequence's end gets an empty row range: n_top = n_min + 1.)
+      int lo, hi;
+      mask.template key_block_range<kBlockN>(wg_row_begin, min(wg_row_begin + 64, r.row_end), lo, hi);
+      const int n_top = max(r.n_min + 1, min(hi, r.n_max));
+      for (int n = r.n_max - 1; n >= n_top; --n) {
+        pipe_k.consumer_wait(state_k);
+        pipe_k.consumer_release(state_k);
+        ++state_k;
+        pipe_v.consumer_wait(state_v);
+        pipe_v.consumer_release(state_v);
+        ++state_v;
+        sched_wait();
+        sched_signal();
       }
 
       if constexpr (Traits::kIntraWGOverlap) {
