@@ -133,7 +133,8 @@ struct Epilogue {
     if constexpr (Traits::kOAliasQ || Traits::kOAliasV) {
       if (leader()) tma_store_wait<0>();
       __syncwarp();
-      cutlass::arch::ClusterBarrier::arrive(Traits::kOAliasQ ? &ss.bar.q_empty : &ss.bar.o_free);
+      cutlass::arch::ClusterBarrier::arrive(Traits::kOAliasQ ? &ss.bar.q_empty[Traits::kSplitQ ? wg : 0]
+                                                             : &ss.bar.o_free);
     }
   }
 

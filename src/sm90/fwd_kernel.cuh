@@ -55,8 +55,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     cute::prefetch_tma_descriptor(kp.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(kp.tma_v.get_tma_descriptor());
     cute::prefetch_tma_descriptor(kp.tma_o.get_tma_descriptor());
-    cutlass::arch::ClusterTransactionBarrier::init(&ss.bar.q_full, 1);
-    cutlass::arch::ClusterBarrier::init(&ss.bar.q_empty, Traits::kNumMmaThreads);
+    for (int w = 0; w < Traits::kQParts; ++w) {
+      cutlass::arch::ClusterTransactionBarrier::init(&ss.bar.q_full[w], 1);
+      cutlass::arch::ClusterBarrier::init(&ss.bar.q_empty[w], Traits::kNumMmaThreads / Traits::kQParts);
+    }
+    if constexpr (Traits::kSplitQ) cutlass::arch::ClusterBarrier::init(&ss.bar.hdr_empty, Traits::kNumMmaThreads);
     cutlass::arch::ClusterBarrier::init(&ss.bar.tile_full, 1);
     cutlass::arch::ClusterBarrier::init(&ss.bar.o_free, Traits::kNumMmaThreads);
     ss.bar.tile.counter = kp.sched.counter;
@@ -118,6 +121,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
           FC_TRACE_PRODUCER(kTrPublish, t);
           // Tiles without keys to load: the consumers store zeros or skip them.
           if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
+          else producer.skip_q(ss);  // Q's parts flip once per tile, loaded or not
           FC_TRACE_PRODUCER(kTrLoads, t);
         } else {
           producer.publish(ss, t);  // the end
@@ -151,6 +155,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       mbar_wait(&ss.bar.tile_full, header_phase);
       header_phase ^= 1;
       const int t = load_volatile(ss.bar.tile.tile);
+      if constexpr (Traits::kSplitQ) mbar_arrive(&ss.bar.hdr_empty);  // the producer may publish the next
       consumer.trace(kTrTileHeader, t);
       if (t >= sched.total_tiles) break;
       const TileCoord tc = sched.tile(t);
@@ -158,7 +163,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       const WindowMask mask(p, seq);
       const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
       if (!r.active || r.n_min >= r.n_max) {  // nothing loaded: hand Q's (and O's) buffer back
-        cutlass::arch::ClusterBarrier::arrive(&ss.bar.q_empty);
+        cutlass::arch::ClusterBarrier::arrive(consumer.q_empty(ss));
         if constexpr (Traits::kOAliasV) cutlass::arch::ClusterBarrier::arrive(&ss.bar.o_free);
         if (r.active) epilogue.store_empty(p, seq, tc.h, tc.m_block);
         continue;

@@ -168,8 +168,8 @@ int launch_fwd(const FwdParams& p, bool sections) {
   Tensor mO = make_tensor(make_gmem_ptr(static_cast<ElementO*>(p.out)), shape_o,
                           make_stride(p.o_row_stride, _1{}, p.o_head_stride, o_bs));
 
-  auto tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{},
-                             Shape<Int<kM>, Int<D>>{}, _1{});
+  auto tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQPart{},
+                             Shape<Int<Traits::kQPartRows>, Int<D>>{}, _1{});
   auto tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}),
                              Shape<Int<kN>, Int<D>>{}, _1{});
   auto tma_v = [&]() {

@@ -15,7 +15,8 @@
 // every consumer thread arrives once per tile when it no longer reads Q (after its last S GEMM, or
 // after its O store when O aliases Q's buffer; at once for a tile without work). An mbarrier
 // rather than a named barrier: the producer is a single thread, and mbarrier arrivals count
-// threads exactly.
+// threads exactly. With Q in parts (kSplitQ, fwd_traits.cuh) each warpgroup has its own
+// q_full[w] / q_empty[w], and the header its own barrier, hdr_empty, arrived once it is read.
 //
 // Ping-pong (kPingPong): consumer warpgroups take turns issuing their GEMMs, ordered by named
 // barriers kBarSchedWG0 + w: a WG waits for its turn, issues, then hands the turn on. So
@@ -169,6 +170,7 @@ struct Mainloop {
   using SharedStorage = typename Traits::SharedStorage;
 
   using PipelineVt = typename Traits::PipelineVt;
+  static_assert(q_parts_stacked<Traits>(), "Q's parts are not stacked as the TMA boxes land");
   static constexpr bool kPinPVWait =
       FLASHCUTE_SM90_PIN_PV_WAIT == 2 ? Traits::kFp8 : bool(FLASHCUTE_SM90_PIN_PV_WAIT);
   static constexpr bool kTwoP = Traits::kTwoP;
@@ -187,15 +189,26 @@ struct Mainloop {
     // phase parity is the header's buffers_phase: every tile, loaded or not, flips q_empty and
     // o_free once; the first wait is on parity 1 of a fresh barrier, which returns at once (as
     // for a CUTLASS producer's start state).
+    // kSplitQ: the header has its own barrier (hdr_empty, arrived as soon as it is read), and
+    // Q's part w is waited for (q_empty[w]) just before it is refilled.
+    CUTE_DEVICE static uint32_t buffers_phase(SharedStorage& ss) { return load_volatile(ss.bar.tile.buffers_phase); }
     CUTE_DEVICE static void wait_buffers(SharedStorage& ss) {
-      mbar_wait(&ss.bar.q_empty, load_volatile(ss.bar.tile.buffers_phase));
+      mbar_wait(Traits::kSplitQ ? &ss.bar.hdr_empty : &ss.bar.q_empty[0], buffers_phase(ss));
     }
-    // The tile header for t, once the readers are done with the previous one (and with Q).
-    // Published before Q is loaded: the consumers work out the tile while Q is in flight.
+    // The tile header for t, once the readers are done with the previous one (and, unless
+    // kSplitQ, with Q). Published before Q is loaded: the consumers work out the tile while Q
+    // is in flight.
     CUTE_DEVICE static void publish(SharedStorage& ss, int t) {
       wait_buffers(ss);
       ss.bar.tile.tile = t;
       mbar_arrive(&ss.bar.tile_full);
+    }
+    // kSplitQ, a tile without loads: its phase of every q_empty[w] is still waited for, so that
+    // the producer never falls two phases behind a barrier (a parity wait cannot tell them apart).
+    CUTE_DEVICE static void skip_q(SharedStorage& ss) {
+      if constexpr (Traits::kSplitQ) {
+        for (int w = 0; w < Traits::kQParts; ++w) mbar_wait(&ss.bar.q_empty[w], buffers_phase(ss));
+      }
     }
 
     // FP8 transposing warps: after the last tile, an end marker in the next V stage (a full
@@ -211,7 +224,6 @@ struct Mainloop {
     template <class KP>
     CUTE_DEVICE void load(KP const& kp, SharedStorage& ss, PipelineK& pipe_k, PipelineV& pipe_v,
                           TileCoord const& tc, SeqInfo const& seq, TileRange const& r) {
-      Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
       // Where the TMA puts V: V^T's buffer directly (16-bit, FP8 V^T), the landing buffer (FP8 V).
       auto sV = [&]() {
@@ -231,7 +243,10 @@ struct Mainloop {
                                 kp.tma_q.get_tma_tensor(kp.shape_q)(_, _, tc.h, bi));
       Tensor mK = domain_offset(make_coord(int(seq.k_row0), _0{}),
                                 kp.tma_k.get_tma_tensor(kp.shape_k)(_, _, hk, bi));
-      Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(tc.m_block, _0{}));
+      // Q's parts (one, the whole tile, unless kSplitQ): (rows, d) boxes, part w of the tile
+      // being query block m_block * kQParts + w of this height.
+      constexpr int kQParts = Traits::kQParts, kQRows = Traits::kQPartRows;
+      Tensor gQ = local_tile(mQ, Shape<Int<kQRows>, Int<kHeadDim>>{}, make_coord(_, _0{}));
       Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
       // V blocks: (dv, N) tiles of V^T (16-bit, FP8 V^T) or (N, dv) tiles of V (FP8 V).
       auto gV = [&]() {
@@ -245,8 +260,15 @@ struct Mainloop {
           return local_tile(mVt, Shape<Int<kHeadDimV>, Int<kBlockN>>{}, make_coord(_0{}, _));
         }
       }();
-      auto [tQg, tQs] = tma_partition(kp.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
-                                      group_modes<0, 2>(gQ));
+      auto load_q = [&](int w) {
+        Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + w * cosize_v<typename Traits::SmemLayoutQPart>),
+                                typename Traits::SmemLayoutQPart{});
+        auto [tQg, tQs] = tma_partition(kp.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                        group_modes<0, 2>(gQ));
+        if constexpr (Traits::kSplitQ) mbar_wait(&ss.bar.q_empty[w], buffers_phase(ss));
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar.q_full[w], Traits::kQPartBytes);
+        copy(kp.tma_q.with(ss.bar.q_full[w]), tQg(_, tc.m_block * kQParts + w), tQs);
+      };
       auto tK = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
                               group_modes<0, 2>(gK));  // (global (TMA, n), smem (TMA, stage))
       auto tV = tma_partition(kp.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV),
@@ -268,11 +290,18 @@ struct Mainloop {
         ++state_v;
       };
 
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar.q_full, Traits::kQBytes);
-      copy(kp.tma_q.with(ss.bar.q_full), tQg, tQs);
+      // Q's parts, waiting for their warpgroups one by one (kSplitQ). The first K block goes
+      // first then: its stage is free once both warpgroups consumed the previous tile's
+      // next-to-last block, earlier than any Q part.
+      auto load_q_parts = [&]() {
+        CUTE_UNROLL
+        for (int w = 0; w < kQParts; ++w) load_q(w);
+      };
+      if constexpr (!Traits::kSplitQ) load_q_parts();
       if constexpr (Traits::kTransposeV) {
         // K and V block by block: the transposing warps get each V as early as the rings allow.
         load_k(r.n_max - 1);
+        if constexpr (Traits::kSplitQ) load_q_parts();
         // O staged in V's landing buffer: the previous tile's O store must have read it.
         if (Traits::kOAliasV) mbar_wait(&ss.bar.o_free, load_volatile(ss.bar.tile.buffers_phase));
         issue_v(r.n_max - 1);
@@ -283,6 +312,7 @@ struct Mainloop {
         }
       } else {
         load_k(r.n_max - 1);
+        if constexpr (Traits::kSplitQ) load_q_parts();
         for (int n = r.n_max - 1; n > r.n_min; --n) {
           load_k(n - 1);
           issue_v(n);
@@ -332,6 +362,10 @@ struct Mainloop {
     uint32_t q_phase = 0;  // q_full flips once per loaded tile
     int wg;   // which 64 rows of the tile (0 .. kNumMmaWG - 1)
     int tid;  // index among the consumer threads
+
+    // The Q part this warpgroup reads (all of Q unless kSplitQ).
+    CUTE_DEVICE int q_part() const { return Traits::kSplitQ ? wg : 0; }
+    CUTE_DEVICE uint64_t* q_empty(SharedStorage& ss) const { return &ss.bar.q_empty[q_part()]; }
 
     // Diagnostic trace (trace.cuh; compiled out unless FLASHCUTE_SM90_TRACE): the warpgroup's
     // first thread records the event; the count stays in a register.
@@ -453,10 +487,10 @@ struct Mainloop {
       };
       auto convert_p = [&]() { convert_p_into(tOrP); };
       auto release_q = [&]() {
-        if constexpr (!Traits::kOAliasQ) cutlass::arch::ClusterBarrier::arrive(&ss.bar.q_empty);
+        if constexpr (!Traits::kOAliasQ) cutlass::arch::ClusterBarrier::arrive(q_empty(ss));
       };
 
-      cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar.q_full, q_phase);
+      cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar.q_full[q_part()], q_phase);
       q_phase ^= 1;
       trace(kTrQ);
 

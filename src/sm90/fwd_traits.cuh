@@ -41,6 +41,9 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_TWO_P
 #define FLASHCUTE_SM90_TWO_P 0  // A/B builds: two P buffers whatever the tile says (FwdTraits::kTwoP)
 #endif
+#ifndef FLASHCUTE_SM90_SPLIT_Q
+#define FLASHCUTE_SM90_SPLIT_Q 0  // A/B switch: Q in one part per consumer warpgroup (FwdTraits::kSplitQ)
+#endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
 #endif
@@ -151,8 +154,20 @@ struct FwdTraits {
   using SmemAtom = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                             kMajor, T, Int<kMN>, Int<kK>>());
 
-  using SmemLayoutQ = decltype(tile_to_shape(SmemAtom<GMMA::Major::K, kBlockM, kHeadDim>{},
-                                             Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  // Q in parts, one per consumer warpgroup (kSplitQ, A/B switch FLASHCUTE_SM90_SPLIT_Q). A
+  // warpgroup's S GEMMs read only its own 64 rows of Q, so each part has its own full and empty
+  // barriers, and the producer refills a part for the next tile as soon as its warpgroup has
+  // consumed its last S, rather than once the slowest warpgroup has. With one Q buffer that wait
+  // sits on the tile boundary: run 87's trace (bf16 d=128, 4k) had a warpgroup wait 1,126 cycles
+  // from the tile header to Q, and the producer 1,534 cycles per tile for q_empty. The parts are
+  // stacked (64 x d blocks, rows first within each, as O's), so each is one TMA box.
+  static constexpr bool kSplitQ = bool(FLASHCUTE_SM90_SPLIT_Q);
+  static constexpr int kQParts = kSplitQ ? kNumMmaWG : 1;
+  static constexpr int kQPartRows = kBlockM / kQParts;
+  using SmemLayoutQPart = decltype(tile_to_shape(SmemAtom<GMMA::Major::K, kQPartRows, kHeadDim>{},
+                                                 Shape<Int<kQPartRows>, Int<kHeadDim>>{}));
+  using SmemLayoutQ = std::conditional_t<
+      kSplitQ, decltype(blocked_product(SmemLayoutQPart{}, Layout<Shape<Int<kQParts>, _1>>{})), SmemLayoutQPart>;
   using SmemLayoutK = decltype(tile_to_shape(SmemAtom<GMMA::Major::K, kBlockN, kHeadDim>{},
                                              Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
   // V^T (dv x N). 16-bit: the TMA reads V rows (contiguous in dv) straight into this MN-major
@@ -183,6 +198,11 @@ struct FwdTraits {
   using PipelineVt = cutlass::PipelineAsync<kStagesV>;  // FP8: transposed V, producer WG -> consumers
 
   static constexpr int kQBytes = kBlockM * kHeadDim * int(sizeof(Element));
+  static constexpr int kQPartBytes = kQBytes / kQParts;
+  // O aliasing Q with Q in parts: warpgroup w's O (rows 64w..64w+63, stacked as Q's) must lie in
+  // Q's part w, which w alone releases.
+  static_assert(!(kSplitQ && kOAliasQ) || kHeadDimV * sizeof(ElementO) == kHeadDim * sizeof(Element),
+                "O's warpgroup blocks must coincide with Q's parts");
   static constexpr int kKStageBytes = kBlockN * kHeadDim * int(sizeof(Element));
   static constexpr int kVStageBytes = kBlockN * kHeadDimV * int(sizeof(Element));
 
@@ -190,13 +210,15 @@ struct FwdTraits {
     typename PipelineK::SharedStorage pipe_k;
     typename PipelineV::SharedStorage pipe_v;
     typename PipelineVt::SharedStorage pipe_vt;  // FP8 only (unused otherwise)
-    alignas(8) uint64_t q_full;   // transaction barrier: Q of the current tile landed
-    alignas(8) uint64_t q_empty;  // consumer arrivals: Q's buffer (and O's, if aliased) and the
-                                  // tile header are free (once per tile, loaded or not)
+    alignas(8) uint64_t q_full[kQParts];   // transaction barriers: Q (part w) of the current tile landed
+    alignas(8) uint64_t q_empty[kQParts];  // consumer arrivals (those of part w's warpgroup): Q's buffer
+                                           // (and O's, if aliased) is free, and unless kSplitQ the tile
+                                           // header too (once per tile, loaded or not)
     alignas(8) uint64_t tile_full;  // 1 arrival: the tile header is written
     alignas(8) uint64_t o_free;   // kOAliasV: 256 consumer arrivals: the O store read V's landing buffer
     TileHeader tile;              // this tile's index, published on tile_full (tile_scheduler.cuh)
     int v_end[kStagesV];          // FP8 transposing warps: nonzero = the end, no V block here
+    alignas(8) uint64_t hdr_empty;  // kSplitQ: consumer arrivals: the tile header was read (once per header)
   };
   // FP8's TMA landing buffer for V (its 1024-byte alignment comes with the array); an empty
   // member otherwise.
@@ -236,6 +258,20 @@ struct FwdTraits {
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= 232448, "over the 227 KB of shared memory a CTA may opt into");
 };
+
+// Row kQPartRows * w + r of Traits::SmemLayoutQ is row r of Q's part w, which the TMA fills as
+// one box at offset w * cosize(part): sampled at compile time (Mainloop's static_assert; every
+// element of every head dim's layout was checked once on the host).
+template <class Traits>
+constexpr bool q_parts_stacked() {
+  using Q = typename Traits::SmemLayoutQ;
+  using Part = typename Traits::SmemLayoutQPart;
+  for (int w = 0; w < Traits::kQParts; ++w)
+    for (int r = 0; r < Traits::kQPartRows; r += 7)
+      for (int c = 0; c < Traits::kHeadDim; c += 13)
+        if (int(Q{}(w * Traits::kQPartRows + r, c)) != w * int(cosize_v<Part>) + int(Part{}(r, c))) return false;
+  return true;
+}
 
 // Named barrier ids (0 is __syncthreads). bar.sync/bar.arrive count threads, in whole warps.
 enum NamedBarrierId : int {
