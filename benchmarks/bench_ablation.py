@@ -31,11 +31,28 @@ def load(path):
     return f
 
 
-def launcher(f, q, k, v, out, lse, causal, num_sms):
-    """A closure that runs the dense forward (b, s, h, d) of one ablation library."""
+def is_vt(name):
+    """Variants named vt* are the FP8 mode's V^T-input kernel (harness -DABL_VT=1): v goes in
+    as v_colmajor(v)."""
+    return name.startswith("vt")
+
+
+def v_colmajor(v):
+    """(b, s, hk, dv) e4m3 -> (b, hk, dv, round_up(s, 32)): V^T with each 32 keys in the FP8
+    kernel's P order, the layout flashcute.ops.v_colmajor makes (this script runs without the
+    package installed)."""
+    b, s, hk, dv = v.shape
+    sp = (s + 31) // 32 * 32
+    x = F.pad(v.view(torch.uint8), (0, 0, 0, 0, 0, sp - s)).reshape(b, sp // 32, 2, 2, 4, 2, hk, dv)
+    return x.permute(0, 6, 7, 1, 2, 4, 3, 5).reshape(b, hk, dv, sp).view(v.dtype)
+
+
+def launcher(f, q, k, v, out, lse, causal, num_sms, vt=False):
+    """A closure that runs the dense forward (b, s, h, d) of one ablation library. vt: v is V^T
+    (b, hk, dv, keys) for a vt* variant; its strides go in as (batch, one d, head)."""
+    vst = (v.stride(0), v.stride(2), v.stride(1)) if vt else (v.stride(0), v.stride(1), v.stride(2))
     st = [q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-          v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1), out.stride(2),
-          lse.stride(0), lse.stride(1)]
+          *vst, out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1)]
     strides = (ctypes.c_longlong * 14)(*st)
     b, s, h, d = q.shape
     args = (DTYPES[q.dtype], q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), strides,
@@ -113,10 +130,13 @@ def main():
                         row[name] = "FAILED"
                     return ok
 
+                vt8 = v_colmajor(v8) if fp8 and any(is_vt(n) for n in variants) else None
                 for name, f in variants.items():
                     out = torch.full_like(q, math.nan)
                     lse = torch.full((b, h, s), math.nan, device="cuda", dtype=torch.float32)
-                    run = launcher(f, *((q8, k8, v8) if fp8 else (q, k, v)), out, lse, causal, num_sms)
+                    vt = fp8 and is_vt(name)
+                    ins = ((q8, k8, vt8 if vt else v8) if fp8 else (q, k, v))
+                    run = launcher(f, *ins, out, lse, causal, num_sms, vt=vt)
                     if check(name, run, out):
                         runs[name], outs[name] = run, out
                 # Timed in order and again in reverse order (--rounds times in all), the median: a

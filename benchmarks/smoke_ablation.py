@@ -34,6 +34,8 @@ def main():
                     help="CTAs of the persistent grid (default: every SM); a few put many tiles on each")
     ap.add_argument("--small", action="store_true",
                     help="small shapes only (under compute-sanitizer), best with --num-sms 5")
+    ap.add_argument("--only", default="",
+                    help="comma-separated substrings: only the variants whose name contains one (e.g. under racecheck)")
     a = ap.parse_args()
     num_sms = a.num_sms or torch.cuda.get_device_properties(0).multi_processor_count
     attention_ref = _load_reference().attention_ref  # float64, causal bottom-right, empty rows 0
@@ -47,6 +49,8 @@ def main():
         fam, hd, name = os.path.basename(path)[:-3].split("_", 2)
         if name.startswith("sol"):  # speed-of-light builds give wrong results on purpose
             continue
+        if a.only and not any(x in name for x in a.only.split(",")):
+            continue
         d = int(hd[2:])
         fp8 = fam.endswith("f8")
         f = bench_ablation.load(path)
@@ -59,10 +63,13 @@ def main():
                 if fp8:
                     ins = tuple(x.to(torch.float8_e4m3fn) for x in ins)
                     q, k, v = (x.to(torch.bfloat16) for x in ins)
+                vt = fp8 and bench_ablation.is_vt(name)
+                if vt:  # the FP8 mode's V^T-input kernel
+                    ins = (ins[0], ins[1], bench_ablation.v_colmajor(ins[2]))
                 out = torch.full_like(q, math.nan)
                 lse = torch.full((b, h, sq), math.nan, device="cuda", dtype=torch.float32)
                 t0 = time.time()
-                bench_ablation.launcher(f, *ins, out, lse, causal, num_sms)()
+                bench_ablation.launcher(f, *ins, out, lse, causal, num_sms, vt=vt)()
                 torch.cuda.synchronize()
                 ref_out, ref_lse = attention_ref(q, k, v, causal=causal)
                 err = (out.double() - ref_out).abs().max().item()

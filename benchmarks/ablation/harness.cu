@@ -47,7 +47,14 @@ int run_fwd_sm80<1, HD, HDV>(const FwdParams& p) {
 #ifndef TILE_WG  // consumer warpgroups (-DTILE_WG=3: 192-row tiles); default: the table's
 #define TILE_WG sm90::NumMmaWG<sm90::TileConfigFp8<HD, HDV>>::value
 #endif
+#ifndef TILE_TWOP  // two P register buffers (fwd_traits.cuh, kTwoP); default: the table's
+#define TILE_TWOP sm90::TwoP<sm90::TileConfigFp8<HD, HDV>>::value
+#endif
+#ifndef ABL_VT  // 1: the V^T-input kernel of the FP8 mode (FwdParams::v_colmajor; v in ops.v_colmajor's layout)
+#define ABL_VT 0
+#endif
 struct AblFp8Cfg {
+  static constexpr bool kTwoP = TILE_TWOP;
   static constexpr int kN = TILE_N, kStages = TILE_STAGES, kStagesV = TILE_STAGES_V, kProducerRegs = TILE_PREGS;
   static constexpr int kWG = TILE_WG;
   static constexpr int kTransposeWarps = sm90::TransposeWarps<sm90::TileConfigFp8<HD, HDV>>::value;
@@ -58,7 +65,7 @@ struct AblFp8Cfg {
 };
 template <>
 int run_fwd_sm90<2, HD, HDV>(const FwdParams& p) {
-  return sm90::run_fwd_typed<cutlass::float_e4m3_t, cutlass::bfloat16_t, AblFp8Cfg, HD, HDV>(p);
+  return sm90::run_fwd_typed<cutlass::float_e4m3_t, cutlass::bfloat16_t, AblFp8Cfg, HD, HDV, bool(ABL_VT)>(p);
 }
 #elif FAMILY == 90 && defined(TILE_N)
 // An sm90 tile configuration other than TileConfig<HD, HDV>'s: -DTILE_N=.. -DTILE_STAGES=..
@@ -112,6 +119,9 @@ extern "C" __attribute__((visibility("default"))) int fc_fwd(int dtype, const vo
   p.cu_seqlens_q = cu_q; p.cu_seqlens_k = cu_k; p.seqused_k = seqused_k;
   p.total_q = total_q; p.total_k = total_k;
   p.num_sms = num_sms; p.stream = stream;
+#if defined(ABL_FP8) && ABL_VT
+  p.v_colmajor = true;  // v: (b, hk, dv, keys), strides (batch, row = one d, head) as ops._launch passes them
+#endif
 #ifdef ABL_TILE_COUNTER  // the dynamic tile hand-out: =1 zeroed per call (as the library's caller does), =2 zeroed once (the kernel leaves it zero)
   static int* counter = nullptr;
   if (!counter && cudaMalloc(&counter, 2 * sizeof(int)) != cudaSuccess) return 2;

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The kit for the next device call (benchmarks/RESULTS.md, session 23), built here (~10 min on
+# 2 cores), then the one device command that checks and times it:
+#   1. split Q (FLASHCUTE_SM90_SPLIT_Q, fwd_traits.cuh): harness builds of each sm90 family with
+#      and without it into .carry/ablation, and two traced bf16 d=128 builds into .carry/trace;
+#   2. the FP8 mode's V^T-input kernel (harness -DABL_VT=1, variants vt*): 24 producer
+#      registers (consumers 240) and two P buffers, at its 192-key (>= 4k keys) and 128-key tiles.
+#   scripts/kit_next_call.sh          # builds, then prints the device command and its carry
+# The candidate wheel (the library with the switch on, for the full test run) is built apart:
+#   see benchmarks/RESULTS.md, "split Q" (build dir build/carry-sq, wheel in .carry/candsq).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -f .carry/ablation/*.so
+sq=-DFLASHCUTE_SM90_SPLIT_Q=1
+n192=-DTILE_N=192,-DTILE_STAGES=2  # e4m3 d=128's tile from 4k keys (TileConfigFp8Long)
+scripts/build_ablation.sh 90 128 base: base2: sq:$sq
+scripts/build_ablation.sh 90 64 base: sq:$sq
+scripts/build_ablation.sh 90 256 base: sq:$sq
+scripts/build_ablation.sh 90f8 128 base: sq:$sq n192:$n192,-DTILE_PREGS=40 n192sq:$n192,-DTILE_PREGS=40,$sq
+scripts/build_ablation.sh 90f8 256 base: sq:$sq
+vt=-DABL_VT=1
+scripts/build_ablation.sh 90f8 128 vt:$n192,-DTILE_PREGS=40,$vt vt24:$n192,-DTILE_PREGS=24,$vt vt24p2:$n192,-DTILE_PREGS=24,-DTILE_TWOP=1,$vt \
+  vtn128:$vt vtn128p2:-DTILE_TWOP=1,$vt
+# Traced builds (src/sm90/trace.cuh): the tile boundary's segments with and without the switch.
+mkdir -p .carry/trace && rm -f .carry/trace/*.so
+tr=-DFLASHCUTE_SM90_TRACE=1,-DABL_TILE_COUNTER=2
+scripts/build_ablation.sh 90 128 tr:$tr trsq:$tr,$sq
+mv .carry/ablation/sm90_hd128_tr.so .carry/ablation/sm90_hd128_trsq.so .carry/trace/
+du -sh .carry/ablation .carry/trace .carry/candsq 2>/dev/null || true
+cat <<'EOF'
+Device calls (carry [".carry/ablation", ".carry/trace", ".carry/candsq"]), one after the other:
+1. the candidate (split Q on in every kernel): every test and the sanitizers (~6 min)
+cp .carry/candsq/*.whl .carry/candsq/ptxas.txt .carry/ && PYTEST_TIMEOUT=300 SANITIZE_TIMEOUT=120 scripts/gpu_check.sh --tests-only
+2. the kit: traces, smoke (all), racecheck (split-Q variants, 5 CTAs), timings (~6 min)
+timeout 60 python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 1024,4096 --out $OUT/trace; \
+  timeout 100 python3 benchmarks/smoke_ablation.py --dir .carry/ablation && \
+  { timeout 150 compute-sanitizer --tool racecheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation --only sq --small --num-sms 5 > $OUT/racecheck_kit.txt 2>&1; tail -3 $OUT/racecheck_kit.txt; \
+    timeout 300 python3 benchmarks/bench_ablation.py --dir .carry/ablation --seqlens 1024,4096,16384 --rounds 3 --rep 100 --json $OUT/ab.json; }
+EOF
