@@ -117,11 +117,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
           const SeqInfo seq(p, tc.b);
           const WindowMask mask(p, seq);
           const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
+          // Tiles without keys to load: the consumers store zeros or skip them.
+          if constexpr (Traits::kSplitQ) {
+            if (!(r.active && r.n_min < r.n_max)) producer.skip_q(ss);  // before the header: see skip_q
+          }
           producer.publish(ss, t);
           FC_TRACE_PRODUCER(kTrPublish, t);
-          // Tiles without keys to load: the consumers store zeros or skip them.
           if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
-          else producer.skip_q(ss);  // Q's parts flip once per tile, loaded or not
           FC_TRACE_PRODUCER(kTrLoads, t);
         } else {
           producer.publish(ss, t);  // the end

@@ -203,8 +203,12 @@ struct Mainloop {
       ss.bar.tile.tile = t;
       mbar_arrive(&ss.bar.tile_full);
     }
-    // kSplitQ, a tile without loads: its phase of every q_empty[w] is still waited for, so that
-    // the producer never falls two phases behind a barrier (a parity wait cannot tell them apart).
+    // kSplitQ, a tile without loads: the previous tile's phase of every q_empty[w] is still
+    // waited for, so that the producer never falls two phases behind a barrier (a parity wait
+    // cannot tell them apart), and before this tile's header is published: the consumers arrive
+    // for a tile without loads as soon as they read its header, so waited for after it, both
+    // phases could already be complete and the wait would never return (a hang found by the
+    // protocol model, tests/test_protocol_model.py, before any device run).
     CUTE_DEVICE static void skip_q(SharedStorage& ss) {
       if constexpr (Traits::kSplitQ) {
         for (int w = 0; w < Traits::kQParts; ++w) mbar_wait(&ss.bar.q_empty[w], buffers_phase(ss));
