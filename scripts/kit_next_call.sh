@@ -6,18 +6,19 @@
 #   2. the FP8 mode's V^T-input kernel (harness -DABL_VT=1, variants vt*): 24 producer
 #      registers (consumers 240) and two P buffers, at its 192-key (>= 4k keys) and 128-key tiles.
 #   scripts/kit_next_call.sh          # builds, then prints the device command and its carry
-# The candidate wheel (the library with the switch on, for the full test run) is built apart:
-#   see benchmarks/RESULTS.md, "split Q" (build dir build/carry-sq, wheel in .carry/candsq).
+# The candidate wheel (the library with both switches on, for the full test run) is built apart:
+#   EXTRA_CUDA_FLAGS="-DFLASHCUTE_SM90_SPLIT_Q=1 -DFLASHCUTE_SM90_VT_TILE=1" CARRY_DIR=.carry/candsq scripts/build_carry.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -f .carry/ablation/*.so
 sq=-DFLASHCUTE_SM90_SPLIT_Q=1
+sq2=-DFLASHCUTE_SM90_SPLIT_Q=2  # also the transposing e4m3 kernels at 24 producer registers (they spill 8 bytes)
 n192=-DTILE_N=192,-DTILE_STAGES=2  # e4m3 d=128's tile from 4k keys (TileConfigFp8Long)
 scripts/build_ablation.sh 90 128 base: base2: sq:$sq
 scripts/build_ablation.sh 90 64 base: sq:$sq
 scripts/build_ablation.sh 90 256 base: sq:$sq
-scripts/build_ablation.sh 90f8 128 base: sq:$sq n192:$n192,-DTILE_PREGS=40 n192sq:$n192,-DTILE_PREGS=40,$sq
-scripts/build_ablation.sh 90f8 256 base: sq:$sq
+scripts/build_ablation.sh 90f8 128 base: sq:$sq2 n192:$n192,-DTILE_PREGS=40 n192sq:$n192,-DTILE_PREGS=40,$sq
+scripts/build_ablation.sh 90f8 256 base: sq:$sq2
 vt=-DABL_VT=1
 scripts/build_ablation.sh 90f8 128 vt:$n192,-DTILE_PREGS=40,$vt vt24:$n192,-DTILE_PREGS=24,$vt vt24p2:$n192,-DTILE_PREGS=24,-DTILE_TWOP=1,$vt \
   vtn128:$vt vtn128p2:-DTILE_TWOP=1,$vt
@@ -29,8 +30,10 @@ mv .carry/ablation/sm90_hd128_tr.so .carry/ablation/sm90_hd128_trsq.so .carry/tr
 du -sh .carry/ablation .carry/trace .carry/candsq 2>/dev/null || true
 cat <<'EOF'
 Device calls (carry [".carry/ablation", ".carry/trace", ".carry/candsq"]), one after the other:
-1. the candidate (split Q on in every kernel): every test and the sanitizers (~6 min)
-cp .carry/candsq/*.whl .carry/candsq/ptxas.txt .carry/ && PYTEST_TIMEOUT=300 SANITIZE_TIMEOUT=120 scripts/gpu_check.sh --tests-only
+1. the candidate (split Q wherever it fits without spills; the FP8 V^T kernel at 24/240 registers with
+   two P at d=128): every test, the sanitizers, and the FP8 mode end to end (~7 min)
+cp .carry/candsq/*.whl .carry/candsq/ptxas.txt .carry/ && PYTEST_TIMEOUT=300 SANITIZE_TIMEOUT=120 scripts/gpu_check.sh --tests-only; \
+  timeout 100 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096,16384 --causal both --json $OUT/fp8_mode.json
 2. the kit: traces, smoke (all), racecheck (split-Q variants, 5 CTAs), timings (~6 min)
 timeout 60 python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 1024,4096 --out $OUT/trace; \
   timeout 100 python3 benchmarks/smoke_ablation.py --dir .carry/ablation && \

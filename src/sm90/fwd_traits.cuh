@@ -42,8 +42,8 @@ using namespace cute;
 #define FLASHCUTE_SM90_TWO_P 0  // A/B builds: two P buffers whatever the tile says (FwdTraits::kTwoP)
 #endif
 #ifndef FLASHCUTE_SM90_SPLIT_Q
-#define FLASHCUTE_SM90_SPLIT_Q 0  // A/B switch: Q in one part per consumer warpgroup (FwdTraits::kSplitQ)
-#endif
+#define FLASHCUTE_SM90_SPLIT_Q 0  // A/B switch: Q in one part per consumer warpgroup (FwdTraits::kSplitQ);
+#endif                            // 1 where it fits without spills, 2 in every kernel
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
 #endif
@@ -161,7 +161,11 @@ struct FwdTraits {
   // sits on the tile boundary: run 87's trace (bf16 d=128, 4k) had a warpgroup wait 1,126 cycles
   // from the tile header to Q, and the producer 1,534 cycles per tile for q_empty. The parts are
   // stacked (64 x d blocks, rows first within each, as O's), so each is one TMA box.
-  static constexpr bool kSplitQ = bool(FLASHCUTE_SM90_SPLIT_Q);
+  // With 1 the transposing e4m3 kernels whose producer runs at 24 registers keep one Q buffer:
+  // their producer thread spills 8 bytes around a part's TMA issue (benchmarks/RESULTS.md,
+  // session 23); 2 splits them too, for measurement.
+  static constexpr bool kSplitQ = FLASHCUTE_SM90_SPLIT_Q >= 2 ||
+                                  (FLASHCUTE_SM90_SPLIT_Q == 1 && !(kTransposeV && kProducerRegs_ == 24));
   static constexpr int kQParts = kSplitQ ? kNumMmaWG : 1;
   static constexpr int kQPartRows = kBlockM / kQParts;
   using SmemLayoutQPart = decltype(tile_to_shape(SmemAtom<GMMA::Major::K, kQPartRows, kHeadDim>{},
