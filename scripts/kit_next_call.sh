@@ -37,6 +37,6 @@ cp .carry/candsq/*.whl .carry/candsq/ptxas.txt .carry/ && PYTEST_TIMEOUT=300 SAN
 2. the kit: traces, smoke (all), racecheck (split-Q variants, 5 CTAs), timings (~6 min)
 timeout 60 python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 1024,4096 --out $OUT/trace; \
   timeout 100 python3 benchmarks/smoke_ablation.py --dir .carry/ablation && \
-  { timeout 150 compute-sanitizer --tool racecheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation --only sq --small --num-sms 5 > $OUT/racecheck_kit.txt 2>&1; tail -3 $OUT/racecheck_kit.txt; \
-    timeout 300 python3 benchmarks/bench_ablation.py --dir .carry/ablation --seqlens 1024,4096,16384 --rounds 3 --rep 100 --json $OUT/ab.json; }
+  { timeout 120 compute-sanitizer --tool racecheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation --only sq --small --num-sms 5 > $OUT/racecheck_kit.txt 2>&1; tail -3 $OUT/racecheck_kit.txt; \
+    timeout 270 python3 benchmarks/bench_ablation.py --dir .carry/ablation --seqlens 1024,4096,16384 --rounds 3 --rep 100 --json $OUT/ab.json; }
 EOF
