@@ -47,12 +47,14 @@ class Violation(Exception):
     pass
 
 
-def run(seed, tiles, split, nwg=2, stages=2, mutation=None):
+def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False):
     """One random interleaving over `tiles` (key blocks per tile; 0 = a tile without loads).
     Returns None, or a string describing a deadlock; raises Violation on a safety violation.
     mutation: a known-wrong variant of the protocol, to show the model catches it:
       "no_q_wait"        the producer refills Q without waiting for q_empty;
-      "skip_after_header" split Q: a tile without loads waits for the parts after its header."""
+      "skip_after_header" split Q: a tile without loads waits for the parts after its header.
+    alias_q: O is staged in Q's buffer (d=192/256): a warpgroup releases its Q (part) only after
+    its epilogue's store has read it."""
     rng = random.Random(seed)
     parts = nwg if split else 1
     q_full = [MBarrier(1) for _ in range(parts)]
@@ -145,10 +147,14 @@ def run(seed, tiles, split, nwg=2, stages=2, mutation=None):
                 yield None  # S = Q K^T
                 k_empty[s].arrive()
                 ks, kph = (0, kph ^ 1) if ks + 1 == stages else (ks + 1, kph)
-            reading[w] = False
-            q_empty[p].arrive()
-            for _ in range(rng.randint(0, 3)):  # the epilogue
+            if not alias_q:
+                reading[w] = False
+                q_empty[p].arrive()
+            for _ in range(rng.randint(0, 3)):  # the epilogue (with alias_q: O written into Q's buffer)
                 yield None
+            if alias_q:
+                reading[w] = False
+                q_empty[p].arrive()
 
     agents = [producer()] + [consumer(w) for w in range(nwg)]
     waits = [None] * len(agents)
@@ -184,12 +190,12 @@ def random_tiles(rng):
     return [rng.choice([0, 0, 1, 1, 2, 3, 5]) for _ in range(rng.randint(1, 9))]
 
 
-def failures(seeds, split, nwg, mutation=None):
+def failures(seeds, split, nwg, mutation=None, alias_q=False):
     out = []
     for seed in range(seeds):
         tiles = random_tiles(random.Random(seed))
         try:
-            r = run(seed, tiles, split, nwg, mutation=mutation)
+            r = run(seed, tiles, split, nwg, mutation=mutation, alias_q=alias_q)
         except Violation as e:
             r = f"{e}: seed {seed}, tiles {tiles}"
         if r:
@@ -200,8 +206,9 @@ def failures(seeds, split, nwg, mutation=None):
 def test_protocols_hold():
     for split in (False, True):
         for nwg in (2, 3):
-            bad = failures(2000, split, nwg)
-            assert not bad, bad[:3]
+            for alias_q in (False, True):
+                bad = failures(1000, split, nwg, alias_q=alias_q)
+                assert not bad, bad[:3]
 
 
 def test_model_catches_a_refill_without_q_empty():
