@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The kit for the next device call (benchmarks/RESULTS.md, session 23), built here (~10 min on
-# 2 cores), then the one device command that checks and times it:
+# 2 cores), then the two device commands that check and time it:
 #   1. split Q (FLASHCUTE_SM90_SPLIT_Q, fwd_traits.cuh): harness builds of each sm90 family with
 #      and without it into .carry/ablation, and two traced bf16 d=128 builds into .carry/trace;
 #   2. the FP8 mode's V^T-input kernel (harness -DABL_VT=1, variants vt*): 24 producer
 #      registers (consumers 240) and two P buffers, at its 192-key (>= 4k keys) and 128-key tiles.
-#   scripts/kit_next_call.sh          # builds, then prints the device command and its carry
+#   scripts/kit_next_call.sh          # builds, then prints the device commands and their carry
 # The candidate wheel (the library with both switches on, for the full test run) is built apart:
 #   EXTRA_CUDA_FLAGS="-DFLASHCUTE_SM90_SPLIT_Q=1 -DFLASHCUTE_SM90_VT_TILE=1" CARRY_DIR=.carry/candsq scripts/build_carry.sh
 set -euo pipefail
