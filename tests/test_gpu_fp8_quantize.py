@@ -8,7 +8,9 @@ Rules:
     one e4m3 step apart;
   - outputs poisoned first (x8 bytes 0x7f = e4m3 NaN, descale NaN), so an unwritten element fails;
   - every schedule of the kernel (FLASHCUTE_FP8_QUANTIZE_LAG: automatic, smallest lag, all amax
-    items first, two launches) gives the same bytes.
+    items first, two launches) gives the same bytes;
+  - every test runs with both kernels (FLASHCUTE_FP8_QUANTIZE_STAGED: the direct kernel, the
+    staged one that copies x through shared memory), and the two agree bitwise.
 Random inputs with outliers (never zeros), odd sizes, GQA, strided views, fp16 and bf16.
 """
 import math
@@ -27,6 +29,8 @@ ALL_D = [64, 96, 128, 192, 256]
 #: FLASHCUTE_FP8_QUANTIZE_LAG values: automatic, smallest safe lag (most waiting), every amax item
 #: before every cast item (one launch), and two launches (no waiting).
 SCHEDULES = [None, "0", "1000000000", "-1"]
+#: FLASHCUTE_FP8_QUANTIZE_STAGED values: the direct kernel, the staged kernel.
+KERNELS = {"direct": "0", "staged": "1"}
 
 
 def require_cuda_quantize(dtype=BF, d=128, rotate=False):
@@ -34,6 +38,13 @@ def require_cuda_quantize(dtype=BF, d=128, rotate=False):
                                     d, rotate)
     if not s:
         pytest.skip(f"no CUDA quantization here: {s.reason}")
+
+
+@pytest.fixture(autouse=True, params=list(KERNELS))
+def quantize_kernel(request, monkeypatch):
+    """Every test of this file runs once per kernel."""
+    monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_STAGED", KERNELS[request.param])
+    return request.param
 
 
 @pytest.fixture
@@ -218,3 +229,36 @@ def test_cuda_quantize_cuda_graph():
     torch.cuda.synchronize()
     check_against_torch(x, 2, True, x8, ds, "graph replay", seed=0)
 
+
+
+@pytest.mark.parametrize("lag", [None, "-1"])
+def test_staged_kernel_equals_direct(lag, quantize_kernel, schedule, monkeypatch):
+    """The staged kernel's bytes and descales equal the direct kernel's (the same arithmetic in
+    the same order; only where x is read from and the item size differ): rotated q and k, plain
+    v, GQA, head dims 64 / 96 / 128 / 256 in one launch, a tail item, V^T at 128 and 256."""
+    if quantize_kernel != "staged":
+        pytest.skip("one comparison of both kernels is enough")
+    from flashcute import ops
+    require_cuda_quantize(BF, 128, True)
+    schedule(lag)
+    jobs = [(make_input((2, 777, 8, 128), BF, seed=41), True), (make_input((2, 777, 2, 128), BF, seed=42), True),
+            (make_input((2, 777, 2, 64), BF, seed=43), False), (make_input((3, 95, 4, 96), BF, seed=44), False)]
+    big = make_input((1, 3000, 4, 256), BF, seed=45)
+    vts = [make_input((2, 1000, 3, d), BF, seed=46 + d) for d in (128, 256)]
+
+    def run():
+        got = quantize_cuda(jobs[:3], 2) + quantize_cuda(jobs[3:], 4) + quantize_cuda([(big, True)], 1)
+        for v in vts:
+            outs = [(torch.full(ops.vt_shape(v), 0x7F, dtype=torch.uint8, device="cuda").view(E4M3),
+                     torch.full((2, 3), math.nan, device="cuda"))]
+            got += F._quantize_cuda([(v, False)], 3, 0, outs=outs, vt_last=True)
+        return got
+
+    monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_STAGED", "0")
+    want = run()
+    monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_STAGED", "1")
+    got = run()
+    for i, ((a8, ad), (b8, bd)) in enumerate(zip(got, want)):
+        assert not torch.any((a8.view(torch.uint8) & 0x7F) == 0x7F), f"output {i}: NaN byte (not written?)"
+        assert torch.equal(a8.view(torch.uint8), b8.view(torch.uint8)), f"output {i}: e4m3 bytes differ"
+        assert torch.equal(ad.view(torch.int32), bd.view(torch.int32)), f"output {i}: descales differ"

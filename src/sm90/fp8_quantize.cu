@@ -21,6 +21,16 @@
 // running. A items never wait. A wait that still exceeds kWaitTimeoutNs is a bug: the kernel
 // traps (a launch error) instead of hanging the process.
 //
+// Two kernels run this schedule. The direct one (the default) loads each thread's 64 bytes of x
+// into registers, waits, computes, and loads again: the bytes in flight per SM are bounded by its
+// registers, and runs 30-31 measured it at ~2.2-2.5 TB/s, about half of HBM's rate. The staged
+// one (FLASHCUTE_FP8_QUANTIZE_STAGED=1, environment, read per call) has warp 0 copy each item's
+// rows into a ring of shared-memory stages with bulk async copies (cp.async.bulk, one per row and
+// head) kStages - 1 items ahead of the one being computed, so the loads of three items per CTA
+// are in flight while the CTA computes; the arithmetic (and so every output byte) is the same.
+// It processes its claimed positions in increasing order, so the deadlock argument below holds
+// for any number of positions claimed ahead.
+//
 // FLASHCUTE_FP8_QUANTIZE_LAG (environment, read per call) overrides the lag: an integer >= 0
 // (clamped up to the smallest safe lag; very large = every A item before every B item), or -1:
 // the two passes as two launches, with no waiting at all (x is then read twice from HBM).
@@ -36,6 +46,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 
@@ -74,6 +85,38 @@ constexpr int kMaskWords = kGroups * kGroupElems / 2; // sign masks per thread: 
 constexpr float kE4m3Max = 448.f;
 constexpr unsigned long long kWaitTimeoutNs = 10ull * 1000 * 1000 * 1000;
 constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's two reads (L2 share)
+
+// The staged kernel: 16 KB items (half the direct kernel's: finer hand-out, and the ring fits
+// three CTAs per SM), four stages, three CTAs of 256 threads per SM (80 registers a thread;
+// 3 x (64 KB of stages + ~10 KB of the rest) of the SM's 228 KB).
+#ifndef FLASHCUTE_FP8_QUANTIZE_STAGED_UNITS
+#define FLASHCUTE_FP8_QUANTIZE_STAGED_UNITS 256
+#endif
+#ifndef FLASHCUTE_FP8_QUANTIZE_STAGES
+#define FLASHCUTE_FP8_QUANTIZE_STAGES 4
+#endif
+#ifndef FLASHCUTE_FP8_QUANTIZE_STAGED_BLOCKS_PER_SM
+#define FLASHCUTE_FP8_QUANTIZE_STAGED_BLOCKS_PER_SM 3
+#endif
+// The kernel a call runs when FLASHCUTE_FP8_QUANTIZE_STAGED is unset: 0 direct, 1 staged.
+#ifndef FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT
+#define FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT 0
+#endif
+
+// One kernel's item geometry: units per item and, for the staged kernel, its ring of stages
+// (kStages == 0: x is read from global memory by the computing threads themselves).
+template <int kUnits_, int kStages_>
+struct Geometry {
+  static constexpr int kUnits = kUnits_;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kStaged = kStages_ > 0;
+  static constexpr int kVtTileBytes = kUnits * kUnitElems;  // e4m3 bytes of a V^T item
+  static constexpr int kStageBytes = kUnits * kUnitElems * 2;  // fp16/bf16 bytes of an item
+  static_assert(!kStaged || kStages >= 2, "the ring's hand-off of stage positions needs two stages");
+};
+using Direct = Geometry<kItemUnits, 0>;
+using Staged = Geometry<FLASHCUTE_FP8_QUANTIZE_STAGED_UNITS, FLASHCUTE_FP8_QUANTIZE_STAGES>;
+constexpr int kStagedBlocksPerSm = FLASHCUTE_FP8_QUANTIZE_STAGED_BLOCKS_PER_SM;
 
 // One tensor as the kernel sees it (element strides; x8 elements are bytes).
 struct Tensor {
@@ -136,6 +179,56 @@ __device__ __forceinline__ unsigned long long global_timer_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+}
+
+// ---- the staged kernel's mbarriers and bulk copies (shared::cta addresses) ----------------------
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
+}
+
+// Makes the initialised barriers visible to the async proxy (the bulk copies complete on them).
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// The phase's one arrival, announcing `bytes` of bulk copies that will complete on it.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory,
+// completing on `bar`. kLastUse: the chunk's second read (B): its L2 lines may go first.
+template <bool kLastUse>
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  if constexpr (kLastUse) {
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
+            "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+        : "memory");
+  } else {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+  }
 }
 
 // Two fp32 values -> two e4m3 bytes (lo at the lower address), round to nearest even, finite
@@ -255,9 +348,11 @@ __device__ __forceinline__ Item decode_item(const Args& a, int j) {
 // ---- one item --------------------------------------------------------------------------------
 // Calls fn(v, active, x8_offset, u) for every unit u (32 coordinates of one row and head) of the
 // item, v the fp32 values y (rotated when kRotate). The loop and the shuffles inside it are
-// uniform over the CTA; units past the item's end have active == false and zeros.
-template <int D, bool kRotate, bool kLastUse, class In, class Fn>
-__device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, const uint32_t* smem_masks, Fn&& fn) {
+// uniform over the CTA; units past the item's end have active == false and zeros. x comes from
+// global memory, or with G::kStaged from `stage`: the item's rows packed as (row, head, D).
+template <int D, bool kRotate, bool kLastUse, class In, class G, class Fn>
+__device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, const uint32_t* smem_masks,
+                                              const uint16_t* stage, Fn&& fn) {
   constexpr int NU = D / kUnitElems;  // threads per row
   static_assert(D % kUnitElems == 0, "head dim must be a multiple of 32");
   static_assert(!kRotate || (kThreads % NU == 0 && 32 % NU == 0), "a rotated row must sit in one warp");
@@ -283,9 +378,15 @@ __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, c
       const int r = group == 1 ? rh : rh / group, g = rh - r * group;
       const int64_t x_off = int64_t(r) * t.xs_r + int64_t(g) * t.xs_h + lane * kGroupElems;
       o_off[s] = o_base + int64_t(r) * t.os_r + int64_t(g) * t.os_h + lane * kGroupElems;
+      if constexpr (G::kStaged) {
+        const uint4* src = reinterpret_cast<const uint4*>(stage + rh * D + lane * kGroupElems);
 #pragma unroll
-      for (int k = 0; k < kGroups; ++k) {
-        raw[s][k] = active[s] ? load_group<kLastUse>(x + x_off + k * NU * kGroupElems) : make_uint4(0, 0, 0, 0);
+        for (int k = 0; k < kGroups; ++k) raw[s][k] = active[s] ? src[k * NU] : make_uint4(0, 0, 0, 0);
+      } else {
+#pragma unroll
+        for (int k = 0; k < kGroups; ++k) {
+          raw[s][k] = active[s] ? load_group<kLastUse>(x + x_off + k * NU * kGroupElems) : make_uint4(0, 0, 0, 0);
+        }
       }
     }
 #pragma unroll
@@ -298,16 +399,15 @@ __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, c
   }
 }
 
-// A V^T item (x8_vt, head dims 128 / 256) is rows_per_item = kItemUnits * 32 / D keys of one
+// A V^T item (x8_vt, head dims 128 / 256) is rows_per_item = G::kUnits * 32 / D keys of one
 // slot: their e4m3 bytes, (D, keys), staged here so that V^T's rows go out as 16-byte stores.
-constexpr int kVtTileBytes = kItemUnits * kUnitElems;
-
+template <class G>
 struct Shared {
   uint32_t masks[kMaxTensors][kMaxLanes * kMaskWords];  // XOR masks of the rotation signs
   unsigned warp_max[kWarps];
   float scale;
   int next[2];
-  alignas(16) uint8_t vt_tile[kVtTileBytes];
+  alignas(16) uint8_t vt_tile[G::kVtTileBytes];
 };
 
 // Byte offset of (d, key position p) in the V^T tile: rows of kKeys bytes, the 16-byte chunks of
@@ -331,8 +431,8 @@ __device__ __forceinline__ int vt_position(int r) {
 // read from the unrotated rows: ~3 instructions per element instead of the transform's ~12.
 // (The bound leaves up to sqrt(D) more range than max |y|; e4m3 is floating point, so that
 // costs precision only below 2^-6 of the range: RMSE unchanged, benchmarks/RESULTS.md.)
-template <int D, bool kRotate, class In>
-__device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared& sm) {
+template <int D, bool kRotate, class In, class G>
+__device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared<G>& sm, const uint16_t* stage) {
   constexpr int NU = D / kUnitElems;  // adjacent lanes holding one row
   float m = 0.f;
   if constexpr (kRotate) {
@@ -346,13 +446,13 @@ __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared
       for (int o = 1; o < NU; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
       m = fmaxf(m, __double2float_rn(ss));
     };
-    for_each_unit<D, false, false, In>(t, it, sm.masks[it.tensor], track_row_norm);
+    for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], stage, track_row_norm);
   } else {
     const auto track_max = [&](const float (&v)[kUnitElems], bool, int64_t, int) {
 #pragma unroll
       for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
     };
-    for_each_unit<D, false, false, In>(t, it, sm.masks[it.tensor], track_max);
+    for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], stage, track_max);
   }
   const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
   if (threadIdx.x % 32 == 0) sm.warp_max[threadIdx.x / 32] = w;
@@ -390,9 +490,10 @@ __device__ __forceinline__ float slot_scale(const Args& a, const Tensor& t, cons
 // The cast pass of a V^T item: each thread's 32 bytes of a key go to the smem tile (D rows of
 // keys, in V^T's order), then the tile's rows leave as 16-byte stores, one V^T row segment per
 // d; the slot's last item also writes the zero padding up to its 32-key boundary.
-template <int D, class In>
-__device__ void cast_item_vt(const Tensor& t, const Item& it, Shared& sm) {
-  constexpr int NU = D / kUnitElems, kKeys = kVtTileBytes / D;  // keys per item: 128 (D 128), 64 (D 256)
+template <int D, class In, class G>
+__device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm, const uint16_t* stage) {
+  constexpr int kVtTileBytes = G::kVtTileBytes;
+  constexpr int NU = D / kUnitElems, kKeys = kVtTileBytes / D;  // keys per item: direct 128 (D 128), 64 (D 256)
   // The item's keys, padding included; computed again after the cast loop rather than held
   // through it (held, they spilled at the 64 registers of 4 CTAs per SM).
   const auto item_keys = [&](int& row0) {
@@ -421,7 +522,7 @@ __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared& sm) {
       }
     }
   };
-  for_each_unit<D, false, true, In>(t, it, sm.masks[it.tensor], cast_to_tile);
+  for_each_unit<D, false, true, In, G>(t, it, sm.masks[it.tensor], stage, cast_to_tile);
   __syncthreads();
   row0 = it.chunk * t.rows_per_item;
   const int keys = (max(0, min(t.rows_per_item, t.seqlen - row0)) + 31) / 32 * 32;  // written, padding included
@@ -434,13 +535,14 @@ __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared& sm) {
   }
 }
 
-template <int D, bool kRotate, class In>
-__device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool wait, Shared& sm) {
+template <int D, bool kRotate, class In, class G>
+__device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool wait, Shared<G>& sm,
+                          const uint16_t* stage) {
   if (threadIdx.x == 0) sm.scale = slot_scale(a, t, it, wait);
   __syncthreads();
   if constexpr (fp8_vt_head_dim(D) && !kRotate) {  // V^T: v, never rotated (the API refuses both)
     if (t.vt) {
-      cast_item_vt<D, In>(t, it, sm);
+      cast_item_vt<D, In, G>(t, it, sm, stage);
       return;
     }
   }
@@ -460,41 +562,43 @@ __device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool w
       __stcs(reinterpret_cast<uint2*>(x8 + o + k * (D / kUnitElems) * kGroupElems), packed);
     }
   };
-  for_each_unit<D, kRotate, true, In>(t, it, sm.masks[it.tensor], cast_and_store);
+  for_each_unit<D, kRotate, true, In, G>(t, it, sm.masks[it.tensor], stage, cast_and_store);
 }
 
-template <int D, class In>
+template <int D, class In, class G>
 __device__ __forceinline__ void run_item_d(const Args& a, const Tensor& t, const Item& it, bool cast, bool wait,
-                                           Shared& sm) {
+                                           Shared<G>& sm, const uint16_t* stage) {
   constexpr bool kCanRotate = (D & (D - 1)) == 0;
   if (kCanRotate && t.rotate) {
     if constexpr (kCanRotate) {
-      if (cast) cast_item<D, true, In>(a, t, it, wait, sm);
-      else amax_item<D, true, In>(a, t, it, sm);
+      if (cast) cast_item<D, true, In>(a, t, it, wait, sm, stage);
+      else amax_item<D, true, In>(a, t, it, sm, stage);
     }
   } else {
-    if (cast) cast_item<D, false, In>(a, t, it, wait, sm);
-    else amax_item<D, false, In>(a, t, it, sm);
+    if (cast) cast_item<D, false, In>(a, t, it, wait, sm, stage);
+    else amax_item<D, false, In>(a, t, it, sm, stage);
   }
 }
 
-template <class In>
-__device__ void run_item(const Args& a, bool cast, int j, bool wait, Shared& sm) {
+// stage: the item's x in shared memory (staged kernel), or nullptr (direct kernel).
+template <class In, class G>
+__device__ void run_item(const Args& a, bool cast, int j, bool wait, Shared<G>& sm, const uint16_t* stage) {
   const Item it = decode_item(a, j);
   const Tensor& t = a.t[it.tensor];
   switch (t.head_dim) {  // validated by the API: one of these
-    case 64: run_item_d<64, In>(a, t, it, cast, wait, sm); break;
-    case 96: run_item_d<96, In>(a, t, it, cast, wait, sm); break;
-    case 128: run_item_d<128, In>(a, t, it, cast, wait, sm); break;
-    case 192: run_item_d<192, In>(a, t, it, cast, wait, sm); break;
-    case 256: run_item_d<256, In>(a, t, it, cast, wait, sm); break;
+    case 64: run_item_d<64, In>(a, t, it, cast, wait, sm, stage); break;
+    case 96: run_item_d<96, In>(a, t, it, cast, wait, sm, stage); break;
+    case 128: run_item_d<128, In>(a, t, it, cast, wait, sm, stage); break;
+    case 192: run_item_d<192, In>(a, t, it, cast, wait, sm, stage); break;
+    case 256: run_item_d<256, In>(a, t, it, cast, wait, sm, stage); break;
     default: break;
   }
 }
 
 // Sign masks of the rotation for every (tensor, lane of a row, pair of elements): bit 15 and/or
 // bit 31 set where the coordinate's sign flips (XOR on the packed 16-bit pair, before unpacking).
-__device__ void build_sign_masks(const Args& a, Shared& sm) {
+template <class G>
+__device__ void build_sign_masks(const Args& a, Shared<G>& sm) {
   for (int idx = threadIdx.x; idx < kMaxTensors * kMaxLanes * kMaskWords; idx += kThreads) {
     const int ti = idx / (kMaxLanes * kMaskWords);
     const int lane = idx / kMaskWords % kMaxLanes;
@@ -516,13 +620,13 @@ __device__ void build_sign_masks(const Args& a, Shared& sm) {
 template <class In>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     quantize_kernel(const __grid_constant__ Args a, Mode mode) {
-  __shared__ __align__(16) Shared sm;
+  __shared__ __align__(16) Shared<Direct> sm;
   build_sign_masks(a, sm);
   if (mode != Mode::kFused) {  // one pass, items statically strided over the grid
     __syncthreads();
     const bool cast = mode == Mode::kCastOnly;
     for (int j = blockIdx.x; j < a.items; j += gridDim.x) {
-      run_item<In>(a, cast, j, /*wait=*/false, sm);
+      run_item<In, Direct>(a, cast, j, /*wait=*/false, sm, nullptr);
       __syncthreads();  // the item's shared memory (warp maxima, scale) is free again
     }
     return;
@@ -539,9 +643,99 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     bool cast;
     int j;
     item_at(a, pos, cast, j);
-    run_item<In>(a, cast, j, /*wait=*/true, sm);
+    run_item<In, Direct>(a, cast, j, /*wait=*/true, sm, nullptr);
     __syncthreads();  // the prefetched position is visible; the item's shared memory is free
     buf ^= 1;
+  }
+}
+
+// ---- the staged kernel -----------------------------------------------------------------------
+// Where the staged kernel's positions come from: the counter (fused), or the CTA's own stride
+// over one pass (kAmaxOnly / kCastOnly); end: the first position past the work.
+__device__ __forceinline__ int position_end(const Args& a, Mode mode) {
+  return mode == Mode::kFused ? 2 * a.items : a.items;
+}
+
+__device__ __forceinline__ void position_item(const Args& a, Mode mode, int pos, bool& cast, int& j) {
+  if (mode == Mode::kFused) {
+    item_at(a, pos, cast, j);
+  } else {
+    cast = mode == Mode::kCastOnly;
+    j = pos;
+  }
+}
+
+// Warp 0: claims the CTA's k-th position into stage s (publishing it in stage_pos[s] for the
+// other warps, which read it after the next __syncthreads) and starts the bulk copies of its
+// item's rows, one per (row, head), spread over the warp's lanes; lane 0's arrival announces
+// their bytes first (an item without rows completes its phase at once).
+template <class G>
+__device__ void claim_and_load(const Args& a, Mode mode, int k, int s, uint8_t* stages, uint64_t* full,
+                               int* stage_pos) {
+  const int lane = threadIdx.x % 32;
+  int pos = 0;
+  if (lane == 0) pos = mode == Mode::kFused ? int(atomicAdd(a.next, 1u)) : int(blockIdx.x) + k * int(gridDim.x);
+  pos = __shfl_sync(0xffffffffu, pos, 0);
+  if (lane == 0) stage_pos[s] = pos;
+  if (pos >= position_end(a, mode)) return;
+  bool cast;
+  int j;
+  position_item(a, mode, pos, cast, j);
+  const Item it = decode_item(a, j);
+  const Tensor& t = a.t[it.tensor];
+  const int row0 = it.chunk * t.rows_per_item;
+  const int rows = max(0, min(t.rows_per_item, t.seqlen - row0));
+  const int segs = rows * t.group;
+  const uint32_t seg_bytes = uint32_t(t.head_dim) * 2u;
+  if (lane == 0) mbar_arrive_expect_tx(full + s, uint32_t(segs) * seg_bytes);
+  __syncwarp();
+  const uint16_t* x = t.x + it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(it.hk) * t.group * t.xs_h;
+  uint8_t* dst = stages + s * G::kStageBytes;
+  for (int i = lane; i < segs; i += 32) {
+    const int r = i / t.group, g = i - r * t.group;
+    const uint16_t* src = x + int64_t(r) * t.xs_r + int64_t(g) * t.xs_h;
+    if (cast) bulk_load<true>(dst + i * seg_bytes, src, seg_bytes, full + s);
+    else bulk_load<false>(dst + i * seg_bytes, src, seg_bytes, full + s);
+  }
+}
+
+template <class In>
+__global__ void __launch_bounds__(kThreads, kStagedBlocksPerSm)
+    staged_quantize_kernel(const __grid_constant__ Args a, Mode mode) {
+  using G = Staged;
+  extern __shared__ __align__(128) uint8_t stages[];  // G::kStages items of x, G::kStageBytes each
+  __shared__ __align__(16) Shared<G> sm;
+  __shared__ __align__(8) uint64_t full[G::kStages];  // phase k / kStages of stage s: item k's rows landed
+  __shared__ int stage_pos[G::kStages];               // the position each stage holds
+  build_sign_masks(a, sm);
+  const bool warp0 = threadIdx.x < 32;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < G::kStages; ++s) mbar_init(full + s, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (warp0) {
+    for (int s = 0; s < G::kStages; ++s) claim_and_load<G>(a, mode, s, s, stages, full, stage_pos);
+  }
+  __syncthreads();
+  const int end = position_end(a, mode);
+  for (int k = 0;; ++k) {
+    // The previous item's stage is free (the __syncthreads ending its iteration): refill it. Done
+    // here rather than at the end of that iteration so that nothing but k lives across the item
+    // (the stage's shared address held there spilled at 80 registers). The position claimed here
+    // is read kStages - 1 iterations later, after at least one more __syncthreads.
+    if (warp0 && k > 0) claim_and_load<G>(a, mode, k - 1 + G::kStages, (k - 1) % G::kStages, stages, full, stage_pos);
+    const int s = k % G::kStages;
+    const int pos = stage_pos[s];
+    if (pos >= end) break;  // positions grow with k: every later stage is past the end too
+    bool cast;
+    int j;
+    position_item(a, mode, pos, cast, j);
+    mbar_wait(full + s, uint32_t(k / G::kStages) & 1u);
+    run_item<In, G>(a, cast, j, /*wait=*/mode == Mode::kFused, sm,
+                    reinterpret_cast<const uint16_t*>(stages + s * G::kStageBytes));
+    __syncthreads();  // stage s and the item's shared memory are free
   }
 }
 
@@ -557,8 +751,19 @@ bool lag_override(long* lag) {
   return true;
 }
 
-// Item geometry and positions of every tensor; returns the number of slots.
-int64_t plan(const Fp8QuantizeParams& p, Args& a, int* max_items_per_slot, int64_t* item_bytes) {
+// FLASHCUTE_FP8_QUANTIZE_STAGED: "0" the direct kernel, "1" the staged one (an error if it cannot
+// run here, so that an A/B run or a test never measures the other kernel unknowingly); unset,
+// empty or anything else: FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT (falling back to the direct one).
+enum class KernelChoice { kDirect, kStaged, kDefault };
+KernelChoice kernel_choice() {
+  const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_STAGED");
+  if (s && s[0] && !s[1] && (s[0] == '0' || s[0] == '1')) return s[0] == '1' ? KernelChoice::kStaged : KernelChoice::kDirect;
+  return KernelChoice::kDefault;
+}
+
+// Item geometry (item_units units per item) and positions of every tensor; returns the number
+// of slots.
+int64_t plan(const Fp8QuantizeParams& p, Args& a, int item_units, int* max_items_per_slot, int64_t* item_bytes) {
   int64_t items = 0, slots = 0;
   *max_items_per_slot = 1;
   *item_bytes = 0;
@@ -577,7 +782,7 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int* max_items_per_slot, int64
     t.descale_factor = s.descale_factor;
     std::copy(s.rotation_signs, s.rotation_signs + 8, t.signs);
     const int units_per_row = t.group * (s.head_dim / kUnitElems);
-    t.rows_per_item = std::max(1, kItemUnits / units_per_row);
+    t.rows_per_item = std::max(1, item_units / units_per_row);
     t.items_per_slot = std::max(1, (s.seqlen + t.rows_per_item - 1) / t.rows_per_item);
     t.first_item = int(items);
     t.first_slot = int(slots);
@@ -592,12 +797,53 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int* max_items_per_slot, int64
   return slots;
 }
 
+// The staged kernel's dynamic shared memory (its ring) and carveout, set on every launch as the
+// attention kernels do (a function's attributes belong to the device it runs on), and its
+// resident CTAs per SM, asked once per device. 0 CTAs: it cannot run (then the direct one does).
+template <class In>
+int staged_blocks_per_sm() {
+  constexpr int kBytes = Staged::kStages * Staged::kStageBytes;
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached[kMaxDevices];  // blocks + 1; 0: not asked yet
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (cudaFuncSetAttribute(staged_quantize_kernel<In>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  // All of L1's share to shared memory: the kernel reads x only through its stages.
+  if (cudaFuncSetAttribute(staged_quantize_kernel<In>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           int(cudaSharedmemCarveoutMaxShared)) != cudaSuccess) {
+    (void)cudaGetLastError();
+  }
+  int n = cached[dev].load(std::memory_order_relaxed) - 1;
+  if (n < 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, staged_quantize_kernel<In>, kThreads, kBytes) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
+      n = 0;
+    }
+    cached[dev].store(n + 1, std::memory_order_relaxed);
+  }
+  return n;
+}
+
 template <class In>
 int launch(const Fp8QuantizeParams& p) {
+  const KernelChoice choice = kernel_choice();
+  const bool want_staged =
+      choice == KernelChoice::kStaged || (choice == KernelChoice::kDefault && FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT);
+  const int staged_blocks = want_staged ? staged_blocks_per_sm<In>() : 0;
+  if (choice == KernelChoice::kStaged && staged_blocks == 0) return int(cudaErrorInvalidConfiguration);
+  const bool staged = staged_blocks > 0;
   Args a{};
   int max_items_per_slot = 1;
   int64_t item_bytes = 0;
-  const int64_t slots = plan(p, a, &max_items_per_slot, &item_bytes);
+  const int64_t slots = plan(p, a, staged ? Staged::kUnits : Direct::kUnits, &max_items_per_slot, &item_bytes);
   if (a.items == 0) return int(cudaSuccess);  // batch 0: nothing to write
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   a.amax = static_cast<unsigned*>(p.workspace);
@@ -605,26 +851,34 @@ int launch(const Fp8QuantizeParams& p) {
   a.next = a.done + slots;
   cudaError_t err = cudaMemsetAsync(p.workspace, 0, fp8_quantize_workspace_bytes(slots), stream);
   if (err != cudaSuccess) return int(err);
+  const auto run = [&](Mode mode, int grid) {
+    if (staged) {
+      staged_quantize_kernel<In><<<grid, kThreads, Staged::kStages * Staged::kStageBytes, stream>>>(a, mode);
+    } else {
+      quantize_kernel<In><<<grid, kThreads, 0, stream>>>(a, mode);
+    }
+  };
 
   // Resident CTAs (launch bounds: kMinBlocksPerSm per SM fit); more would only queue behind.
-  const int resident = std::max(1, p.num_sms) * kMinBlocksPerSm;
+  const int resident = std::max(1, p.num_sms) * (staged ? staged_blocks : kMinBlocksPerSm);
+  // Positions a CTA holds at once: the item it computes and, staged, those it has loading.
+  const int held = staged ? Staged::kStages : 1;
   long lag = -2;
   const bool forced = lag_override(&lag);
   if (forced && lag < 0) {  // two launches: every amax, then every cast
     const int grid = std::min(resident, a.items);
-    quantize_kernel<In><<<grid, kThreads, 0, stream>>>(a, Mode::kAmaxOnly);
-    quantize_kernel<In><<<grid, kThreads, 0, stream>>>(a, Mode::kCastOnly);
+    run(Mode::kAmaxOnly, grid);
+    run(Mode::kCastOnly, grid);
     return int(cudaGetLastError());
   }
   if (!forced) {
     // Enough positions that the A items a B item needs were handed out about two item times
     // earlier (no waiting), few enough that the chunks read in between stay in L2.
-    lag = max_items_per_slot + resident;
+    lag = max_items_per_slot + long(resident) * held;
     lag = std::min<long>(lag, std::max<long>(max_items_per_slot, kLagBudgetBytes / std::max<int64_t>(item_bytes, 1)));
   }
   a.lag = int(std::min<long>(std::max<long>(lag, max_items_per_slot), a.items));
-  const int grid = std::min(resident, 2 * a.items);
-  quantize_kernel<In><<<grid, kThreads, 0, stream>>>(a, Mode::kFused);
+  run(Mode::kFused, std::min(resident, 2 * a.items));
   return int(cudaGetLastError());
 }
 

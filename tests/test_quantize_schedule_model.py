@@ -1,0 +1,231 @@
+"""A model of the FP8 quantizer's fused schedule (src/sm90/fp8_quantize.cu), run under random
+interleavings: CTAs claiming positions from the shared counter, the A (amax) and B (cast) items
+those positions map to (item_at, ported below), B items waiting until every A item of their slot
+is counted, and, for the staged kernel, the ring of shared-memory stages that warp 0 fills with
+bulk copies kStages - 1 items ahead, completing on one mbarrier per stage.
+
+It checks the design, not the CUDA code:
+  - no deadlock, also when fewer CTAs are resident than launched (a CTA starts only when a
+    resident one has finished), which is what the kernel's comment claims not to need;
+  - a stage is read only after its copies landed (the mbarrier's parity wait) and holds the item
+    the CTA is about to compute; no copy is still in flight into the stage being read;
+  - every position is computed once, and every B item after all A items of its slot.
+mbarriers keep a phase counter and answer parity waits only, as the hardware's do. Known-wrong
+variants (`mutation`) show that the model catches each kind of mistake.
+"""
+import random
+
+import pytest
+
+
+class MBarrier:
+    def __init__(self, count):
+        self.count, self.pending, self.phase, self.tx = count, count, 0, 0
+
+    def arrive(self, tx=0):
+        self.tx += tx
+        self.pending -= 1
+        self._complete()
+
+    def complete_tx(self, tx):
+        self.tx -= tx
+        self._complete()
+
+    def _complete(self):
+        if self.pending == 0 and self.tx == 0:
+            self.phase += 1
+            self.pending = self.count
+
+    def passed(self, parity):
+        return self.phase % 2 != parity
+
+
+class Violation(Exception):
+    pass
+
+
+def item_at(n, lag, pos):
+    """Counter position -> (is B, item index in its pass): the kernel's item_at."""
+    if lag >= n:
+        return pos >= n, (pos - n if pos >= n else pos)
+    if pos < lag:
+        return False, pos
+    if pos < 2 * n - lag:
+        k = pos - lag
+        return bool(k & 1), (k >> 1 if k & 1 else lag + (k >> 1))
+    return True, pos - n
+
+
+def run(seed, slot_items, ctas, resident, stages, lag=None, mutation=None):
+    """One random interleaving. slot_items: items per slot (items of a slot are consecutive);
+    stages: 0 for the direct kernel (one position claimed ahead), else the staged kernel's ring.
+    Returns None, or a string describing a deadlock; raises Violation on a safety violation.
+    mutation: "stage_off_by_one" (a claim refills the stage that is about to be read),
+    "wrong_parity" (the stage wait looks for the other phase), "no_a_wait" (B items do not wait
+    for their slot's A items)."""
+    rng = random.Random(seed)
+    slot_of = [s for s, m in enumerate(slot_items) for _ in range(m)]
+    n = len(slot_of)
+    max_items = max(slot_items)
+    if lag is None:
+        lag = max_items + ctas * max(stages, 2)
+    lag = min(max(lag, 0), n)
+    end = 2 * n
+    counter = [0]
+    done = [0] * len(slot_items)          # A items counted per slot
+    computed = []                         # (pos, is_b, item) in completion order
+    copies = []                           # in flight: (cta, stage, barrier, bytes, pos)
+
+    stage_data = {c: [None] * max(stages, 1) for c in range(ctas)}  # whose rows each stage holds
+
+    def cta(c):
+        full = [MBarrier(1) for _ in range(max(stages, 1))]
+        data = stage_data[c]
+        stage_pos = [None] * max(stages, 1)
+        ahead = []                        # direct kernel: claimed positions, in order
+
+        def claim(s):
+            pos = counter[0]
+            counter[0] += 1
+            yield
+            stage_pos[s] = pos
+            if pos < end:
+                nbytes = rng.choice([0, 1, 2, 3])  # copies of the item's rows (0: a slot without rows)
+                if nbytes == 0:
+                    data[s] = pos  # nothing to land: the stage is not read
+                full[s].arrive(tx=nbytes)  # lane 0's arrive.expect_tx, before any copy is issued
+                for _ in range(nbytes):
+                    copies.append((c, s, full[s], 1, pos))
+                    yield
+
+        def compute(pos):
+            is_b, j = item_at(n, lag, pos)
+            slot = slot_of[j]
+            if is_b and mutation != "no_a_wait":
+                while done[slot] < slot_items[slot]:
+                    yield "wait"
+            if is_b and done[slot] < slot_items[slot]:
+                raise Violation(f"B item {j} of slot {slot} computed before its A items")
+            if not is_b:
+                done[slot] += 1
+            computed.append((pos, is_b, j))
+            yield
+
+        if stages == 0:  # the direct kernel: the next position claimed before computing this one
+            for _ in range(2):
+                pos = counter[0]
+                counter[0] += 1
+                ahead.append(pos)
+                yield
+            while ahead[0] < end:
+                yield from compute(ahead.pop(0))
+                pos = counter[0]
+                counter[0] += 1
+                ahead.append(pos)
+                yield
+            return
+        for s in range(stages):
+            yield from claim(s)
+        k = 0
+        while True:
+            if k > 0:
+                s_fill = k % stages if mutation == "stage_off_by_one" else (k - 1) % stages
+                yield from claim(s_fill)
+            s = k % stages
+            pos = stage_pos[s]
+            if pos >= end:
+                return
+            parity = (k // stages) & 1
+            if mutation == "wrong_parity":
+                parity ^= 1
+            while not full[s].passed(parity):
+                yield "wait"
+            if data[s] != pos:
+                raise Violation(f"CTA {c} reads stage {s} for position {pos}, which holds {data[s]}")
+            if any(cp[0] == c and cp[1] == s for cp in copies):
+                raise Violation(f"CTA {c} reads stage {s} while a copy into it is in flight")
+            yield from compute(pos)
+            k += 1
+
+    def land():
+        """The copy engine: one in-flight copy lands (any of them)."""
+        i = rng.randrange(len(copies))
+        c, s, bar, nbytes, pos = copies.pop(i)
+        stage_data[c][s] = pos
+        bar.complete_tx(nbytes)
+
+    gens = {}
+    waiting = list(range(ctas))
+    rng.shuffle(waiting)
+    active = []
+    finished = 0
+    steps = 0
+    while finished < ctas:
+        while len(active) < resident and waiting:
+            c = waiting.pop()
+            gens[c] = cta(c)
+            active.append(c)
+        choices = [("cta", c) for c in active] + ([("land", None)] if copies else [])
+        progressed = False
+        for kind, c in rng.sample(choices, len(choices)):
+            if kind == "land":
+                land()
+                progressed = True
+                break
+            try:
+                r = next(gens[c])
+            except StopIteration:
+                active.remove(c)
+                finished += 1
+                progressed = True
+                break
+            if r != "wait":
+                progressed = True
+                break
+        steps += 1
+        if not progressed:
+            return f"deadlock after {steps} steps: {len(computed)} of {end} positions computed"
+    got = sorted(p for p, _, _ in computed)
+    if got != list(range(end)):
+        raise Violation(f"positions computed {len(got)} (unique {len(set(got))}) of {end}")
+    return None
+
+
+SHAPES = [  # items per slot: one tensor, uneven slots, many small slots
+    [4, 4, 4, 4],
+    [7, 3, 1, 5, 2],
+    [1] * 9 + [6],
+]
+
+
+@pytest.mark.parametrize("stages", [0, 2, 4])
+@pytest.mark.parametrize("shape", range(len(SHAPES)))
+def test_schedule_never_deadlocks_or_races(stages, shape):
+    for seed in range(60):
+        ctas = 1 + seed % 5
+        resident = 1 + seed % ctas
+        slot_items = SHAPES[shape]
+        lag = [None, max(slot_items), 10 ** 6][seed % 3]  # automatic, smallest safe, every A first
+        r = run(seed, slot_items, ctas, resident, stages, lag=lag)
+        assert r is None, f"seed {seed} ctas {ctas} resident {resident} lag {lag}: {r}"
+
+
+@pytest.mark.parametrize("mutation", ["stage_off_by_one", "wrong_parity", "no_a_wait"])
+def test_model_catches_known_wrong_variants(mutation):
+    caught = 0
+    for seed in range(60):
+        try:
+            ctas = 2 + seed % 4
+            r = run(seed, SHAPES[1], ctas=ctas, resident=ctas, stages=3, lag=max(SHAPES[1]), mutation=mutation)
+        except Violation:
+            caught += 1
+            continue
+        caught += r is not None
+    assert caught > 0, f"the model never caught {mutation}"
+
+
+def test_small_lag_deadlocks_with_one_resident_cta():
+    """A lag below the items of a slot lets a B item wait for an A item at a later position:
+    with one resident CTA it never comes (why the kernel clamps the lag up)."""
+    hung = [run(seed, [6, 6], ctas=1, resident=1, stages=3, lag=1) for seed in range(5)]
+    assert all(h is not None and "deadlock" in h for h in hung)
