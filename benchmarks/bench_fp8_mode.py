@@ -14,7 +14,8 @@ Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_atte
   fp8-mode-vtrans the same with FP8Config(v_colmajor=False): V transposed inside the kernel
                 rather than handed over as V^T (the default where it applies: d 128/256, bf16)
   quant-vt-staged, fp8-mode-staged  quant-vt and fp8-mode with the quantizer's staged kernel
-                (FLASHCUTE_FP8_QUANTIZE_STAGED=1, set for those columns only: an A/B in one run)
+                (FLASHCUTE_FP8_QUANTIZE_STAGED=1, bulk copies; set for those columns only: an A/B
+                in one run); quant-vt-async, fp8-mode-async: the same with its cp.async loader (=2)
   bf16          flashcute.flash_attn_func on the bf16 inputs
   cudnn         torch SDPA with the cuDNN backend, bf16, contiguous (b, h, s, d) inputs
 plus fp8-mode's speedup over bf16 (the target: >= 1.1x at seqlen >= 4k, hdim 128) and
@@ -42,10 +43,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention import environment, make_timer, tflops  # noqa: E402  (same folder)
 
-COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-vt-staged", "quant-torch", "fp8-kernel", "fp8-mode",
-           "fp8-mode-staged", "fp8-mode-norot", "fp8-mode-vtrans", "bf16", "cudnn")
-#: columns timed with the quantizer's staged kernel (src/sm90/fp8_quantize.cu), the rest with the default
+COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-vt-staged", "quant-vt-async", "quant-torch", "fp8-kernel",
+           "fp8-mode", "fp8-mode-staged", "fp8-mode-async", "fp8-mode-norot", "fp8-mode-vtrans", "bf16", "cudnn")
+#: column suffix -> the quantizer kernel it is timed with (src/sm90/fp8_quantize.cu); the rest: the default
 STAGED_ENV = "FLASHCUTE_FP8_QUANTIZE_STAGED"
+STAGED_SUFFIX = {"-staged": "1", "-async": "2"}
+MODE_COLUMNS = ("fp8-mode", "fp8-mode-staged", "fp8-mode-async")
 
 
 def _ints(text):
@@ -117,11 +120,13 @@ def runners(case, torch, flashcute):
         # V^T only where the mode writes it (flashcute.fp8.v_colmajor_applies): n/a elsewhere
         "quant-vt": quant("auto", vt=True) if d in (128, 256) and hk == h else None,
         "quant-vt-staged": quant("auto", vt=True) if d in (128, 256) and hk == h else None,
+        "quant-vt-async": quant("auto", vt=True) if d in (128, 256) and hk == h else None,
         "quant-torch": quant("torch"),
         "fp8-kernel": lambda: fai.flash_attn_func(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd,
                                                   v_descale=vd),
         "fp8-mode": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True),
         "fp8-mode-staged": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True),
+        "fp8-mode-async": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True),
         "fp8-mode-norot": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=norot),
         "fp8-mode-vtrans": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=vtrans),
         "bf16": lambda: flashcute.flash_attn_func(q, k, v, causal=causal),
@@ -137,14 +142,14 @@ def quant_bytes(case):
 
 
 def table(results, cols):
-    head = ["hdim", "causal", "seqlen"] + [f"{c} ms" for c in cols] + ["mode÷bf16 speedup", "staged mode÷bf16",
-                                                                        "quant-cuda GB/s", "quant-cuda ÷ fp8-kernel"]
+    head = ["hdim", "causal", "seqlen"] + [f"{c} ms" for c in cols] + [f"{m}÷bf16" for m in MODE_COLUMNS] + [
+        "quant-cuda GB/s", "quant-cuda ÷ fp8-kernel"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         ms = r["ms"]
         row = [str(r["hdim"]), "yes" if r["causal"] else "no", str(r["seqlen"])]
         row += ["n/a" if ms.get(c) is None else f"{ms[c]:.3f}" for c in cols]
-        for mode in ("fp8-mode", "fp8-mode-staged"):
+        for mode in MODE_COLUMNS:
             sp = (ms["bf16"] / ms[mode]) if ms.get("bf16") and ms.get(mode) else None
             row.append("n/a" if sp is None else f"{sp:.2f}x")
         gbs = quant_bytes(r) / (ms["quant-cuda"] * 1e-3) / 1e9 if ms.get("quant-cuda") else None
@@ -179,17 +184,16 @@ def main(argv=None):
             if fns.get(col) is None:  # not applicable to this case
                 rec["ms"][col] = None
                 continue
-            staged = col.endswith("-staged")
+            staged = next((v for suf, v in STAGED_SUFFIX.items() if col.endswith(suf)), None)
             saved = os.environ.get(STAGED_ENV)
             try:
                 if staged:  # read by the library on every call
-                    os.environ[STAGED_ENV] = "1"
+                    os.environ[STAGED_ENV] = staged
                 fns[col]()
                 torch.cuda.synchronize()
                 ms = bench(fns[col])
                 rec["ms"][col] = ms
-                if col in ("fp8-kernel", "fp8-mode", "fp8-mode-staged", "fp8-mode-norot", "fp8-mode-vtrans", "bf16",
-                           "cudnn"):
+                if col in ("fp8-kernel", "fp8-mode-norot", "fp8-mode-vtrans", "bf16", "cudnn") + MODE_COLUMNS:
                     rec["tflops"][col] = tflops(case["flops"], ms)
             except Exception as e:  # noqa: BLE001  one column failing must not stop the sweep
                 rec["errors"][col] = f"{type(e).__name__}: {e}"[:300]

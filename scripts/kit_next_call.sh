@@ -6,9 +6,10 @@
 #   2. the FP8 mode's V^T-input kernel (harness -DABL_VT=1, variants vt*): 24 producer
 #      registers (consumers 240) and two P buffers, at its 192-key (>= 4k keys) and 128-key tiles;
 #   3. (session 24) the FP8 quantizer's staged kernel (src/sm90/fp8_quantize.cu, selected per call
-#      by FLASHCUTE_FP8_QUANTIZE_STAGED=1): in the candidate wheel; its tests run with both kernels
-#      (tests/test_gpu_fp8_quantize.py), the sanitizer cases compare it with the direct one, and
-#      bench_fp8_mode.py times it in its own columns (quant-vt-staged, fp8-mode-staged).
+#      by FLASHCUTE_FP8_QUANTIZE_STAGED=1 with bulk copies, =2 with cp.async): in the candidate
+#      wheel; its tests run with every kernel (tests/test_gpu_fp8_quantize.py), the sanitizer cases
+#      compare both loaders with the direct kernel, and bench_fp8_mode.py times them in their own
+#      columns (quant-vt-staged / -async, fp8-mode-staged / -async).
 #   scripts/kit_next_call.sh          # builds, then prints the device commands and their carry
 # The candidate wheel (the library with both switches on, for the full test run) is built apart:
 #   EXTRA_CUDA_FLAGS="-DFLASHCUTE_SM90_SPLIT_Q=1 -DFLASHCUTE_SM90_VT_TILE=1" CARRY_DIR=.carry/candsq scripts/build_carry.sh
@@ -39,7 +40,7 @@ Device calls (carry [".carry/ablation", ".carry/trace", ".carry/candsq"]), one a
    end to end with both quantizer kernels, and the staged kernel's lag (~8 min)
 cp .carry/candsq/*.whl .carry/candsq/ptxas.txt .carry/ && PYTEST_TIMEOUT=300 SANITIZE_TIMEOUT=120 scripts/gpu_check.sh --tests-only; \
   timeout 100 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096,16384 --causal both --json $OUT/fp8_mode.json; \
-  for L in 400 800 3000; do FLASHCUTE_FP8_QUANTIZE_LAG=$L timeout 40 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096 --columns quant-vt,quant-vt-staged | grep '^hdim'; done
+  for L in 400 800 3000; do FLASHCUTE_FP8_QUANTIZE_LAG=$L timeout 40 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096 --columns quant-vt,quant-vt-staged,quant-vt-async | grep '^hdim'; done
 2. the kit: traces, smoke (all), racecheck (split-Q variants, 5 CTAs), timings (~6 min)
 timeout 60 python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 1024,4096 --out $OUT/trace; \
   timeout 100 python3 benchmarks/smoke_ablation.py --dir .carry/ablation && \

@@ -231,6 +231,27 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
   }
 }
 
+// 16 bytes global -> shared by this thread (LDGSTS, L2 only), in the current cp.async group.
+template <bool kLastUse>
+__device__ __forceinline__ void async_load16(void* dst, const void* src) {
+  if constexpr (kLastUse) {
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
+                 "l"(policy)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+  }
+}
+
+__device__ __forceinline__ void async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int kPending>
+__device__ __forceinline__ void async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
 // Two fp32 values -> two e4m3 bytes (lo at the lower address), round to nearest even, finite
 // values beyond +-448 saturate to +-448 (= clamp, then round: what the torch path does).
 __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
@@ -665,19 +686,15 @@ __device__ __forceinline__ void position_item(const Args& a, Mode mode, int pos,
   }
 }
 
-// Warp 0: claims the CTA's k-th position into stage s (publishing it in stage_pos[s] for the
-// other warps, which read it after the next __syncthreads) and starts the bulk copies of its
-// item's rows, one per (row, head), spread over the warp's lanes; lane 0's arrival announces
-// their bytes first (an item without rows completes its phase at once).
-template <class G>
-__device__ void claim_and_load(const Args& a, Mode mode, int k, int s, uint8_t* stages, uint64_t* full,
-                               int* stage_pos) {
-  const int lane = threadIdx.x % 32;
-  int pos = 0;
-  if (lane == 0) pos = mode == Mode::kFused ? int(atomicAdd(a.next, 1u)) : int(blockIdx.x) + k * int(gridDim.x);
-  pos = __shfl_sync(0xffffffffu, pos, 0);
-  if (lane == 0) stage_pos[s] = pos;
-  if (pos >= position_end(a, mode)) return;
+// The rows an item's position asks to be loaded: tensor, first element, (row, head) segments.
+struct ItemLoad {
+  const Tensor* t;
+  const uint16_t* x;  // the item's first row, first head of its group
+  int segs;           // rows * group segments of head_dim elements, packed in the stage in this order
+  bool cast;          // a B item: the chunk's last read
+};
+
+__device__ __forceinline__ ItemLoad item_load(const Args& a, Mode mode, int pos) {
   bool cast;
   int j;
   position_item(a, mode, pos, cast, j);
@@ -685,29 +702,70 @@ __device__ void claim_and_load(const Args& a, Mode mode, int k, int s, uint8_t* 
   const Tensor& t = a.t[it.tensor];
   const int row0 = it.chunk * t.rows_per_item;
   const int rows = max(0, min(t.rows_per_item, t.seqlen - row0));
-  const int segs = rows * t.group;
+  return {&t, t.x + it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(it.hk) * t.group * t.xs_h, rows * t.group,
+          cast};
+}
+
+// The CTA's k-th position: the counter's next (fused) or its own stride over the pass.
+__device__ __forceinline__ int claim_position(const Args& a, Mode mode, int k) {
+  return mode == Mode::kFused ? int(atomicAdd(a.next, 1u)) : int(blockIdx.x) + k * int(gridDim.x);
+}
+
+// How a staged kernel fills its stages:
+//   kBulk:  warp 0, one cp.async.bulk per (row, head) of the item spread over its lanes, completing
+//           on the stage's mbarrier (lane 0's arrival announces the bytes first);
+//   kAsync: all threads, 16-byte cp.async (LDGSTS) each, one cp.async group per item.
+enum class Loader : int { kBulk = 1, kAsync = 2 };
+
+// kBulk, warp 0: claims the CTA's k-th position into stage s (publishing it in stage_pos[s] for
+// the other warps, which read it after the next __syncthreads) and starts its item's copies (an
+// item without rows completes its phase at once).
+template <class G>
+__device__ void claim_and_bulk_load(const Args& a, Mode mode, int k, int s, uint8_t* stages, uint64_t* full,
+                                    int* stage_pos) {
+  const int lane = threadIdx.x % 32;
+  int pos = 0;
+  if (lane == 0) pos = claim_position(a, mode, k);
+  pos = __shfl_sync(0xffffffffu, pos, 0);
+  if (lane == 0) stage_pos[s] = pos;
+  if (pos >= position_end(a, mode)) return;
+  const ItemLoad ld = item_load(a, mode, pos);
+  const Tensor& t = *ld.t;
   const uint32_t seg_bytes = uint32_t(t.head_dim) * 2u;
-  if (lane == 0) mbar_arrive_expect_tx(full + s, uint32_t(segs) * seg_bytes);
+  if (lane == 0) mbar_arrive_expect_tx(full + s, uint32_t(ld.segs) * seg_bytes);
   __syncwarp();
-  const uint16_t* x = t.x + it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(it.hk) * t.group * t.xs_h;
   uint8_t* dst = stages + s * G::kStageBytes;
-  for (int i = lane; i < segs; i += 32) {
+  for (int i = lane; i < ld.segs; i += 32) {
     const int r = i / t.group, g = i - r * t.group;
-    const uint16_t* src = x + int64_t(r) * t.xs_r + int64_t(g) * t.xs_h;
-    if (cast) bulk_load<true>(dst + i * seg_bytes, src, seg_bytes, full + s);
+    const uint16_t* src = ld.x + int64_t(r) * t.xs_r + int64_t(g) * t.xs_h;
+    if (ld.cast) bulk_load<true>(dst + i * seg_bytes, src, seg_bytes, full + s);
     else bulk_load<false>(dst + i * seg_bytes, src, seg_bytes, full + s);
   }
 }
 
-template <class In>
-__global__ void __launch_bounds__(kThreads, kStagedBlocksPerSm)
-    staged_quantize_kernel(const __grid_constant__ Args a, Mode mode) {
-  using G = Staged;
-  extern __shared__ __align__(128) uint8_t stages[];  // G::kStages items of x, G::kStageBytes each
-  __shared__ __align__(16) Shared<G> sm;
+// kAsync, every thread: its 16-byte pieces of the item at `pos` into `dst` (piece c of the stage
+// is 16 bytes of segment c / (D / 8): consecutive threads read consecutive bytes of a row).
+template <class G>
+__device__ void async_load_item(const Args& a, Mode mode, int pos, uint8_t* dst) {
+  if (pos >= position_end(a, mode)) return;
+  const ItemLoad ld = item_load(a, mode, pos);
+  const Tensor& t = *ld.t;
+  const int per_seg = t.head_dim / kGroupElems;
+  const int pieces = ld.segs * per_seg;
+  for (int c = threadIdx.x; c < pieces; c += kThreads) {
+    const int seg = c / per_seg, within = c - seg * per_seg;
+    const int r = seg / t.group, g = seg - r * t.group;
+    const uint16_t* src = ld.x + int64_t(r) * t.xs_r + int64_t(g) * t.xs_h + within * kGroupElems;
+    if (ld.cast) async_load16<true>(dst + c * 16, src);
+    else async_load16<false>(dst + c * 16, src);
+  }
+}
+
+// The staged kernel with bulk copies (Loader::kBulk).
+template <class In, class G>
+__device__ void staged_bulk(const Args& a, Mode mode, uint8_t* stages, Shared<G>& sm) {
   __shared__ __align__(8) uint64_t full[G::kStages];  // phase k / kStages of stage s: item k's rows landed
   __shared__ int stage_pos[G::kStages];               // the position each stage holds
-  build_sign_masks(a, sm);
   const bool warp0 = threadIdx.x < 32;
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -716,7 +774,7 @@ __global__ void __launch_bounds__(kThreads, kStagedBlocksPerSm)
   }
   __syncthreads();
   if (warp0) {
-    for (int s = 0; s < G::kStages; ++s) claim_and_load<G>(a, mode, s, s, stages, full, stage_pos);
+    for (int s = 0; s < G::kStages; ++s) claim_and_bulk_load<G>(a, mode, s, s, stages, full, stage_pos);
   }
   __syncthreads();
   const int end = position_end(a, mode);
@@ -725,7 +783,9 @@ __global__ void __launch_bounds__(kThreads, kStagedBlocksPerSm)
     // here rather than at the end of that iteration so that nothing but k lives across the item
     // (the stage's shared address held there spilled at 80 registers). The position claimed here
     // is read kStages - 1 iterations later, after at least one more __syncthreads.
-    if (warp0 && k > 0) claim_and_load<G>(a, mode, k - 1 + G::kStages, (k - 1) % G::kStages, stages, full, stage_pos);
+    if (warp0 && k > 0) {
+      claim_and_bulk_load<G>(a, mode, k - 1 + G::kStages, (k - 1) % G::kStages, stages, full, stage_pos);
+    }
     const int s = k % G::kStages;
     const int pos = stage_pos[s];
     if (pos >= end) break;  // positions grow with k: every later stage is past the end too
@@ -737,6 +797,51 @@ __global__ void __launch_bounds__(kThreads, kStagedBlocksPerSm)
                     reinterpret_cast<const uint16_t*>(stages + s * G::kStageBytes));
     __syncthreads();  // stage s and the item's shared memory are free
   }
+}
+
+// The staged kernel with cp.async (Loader::kAsync). Positions are claimed (thread 0) one
+// iteration before their loads are issued (every thread needs them), so kStages + 1 are live:
+// item k computing, k + 1 .. k + kStages - 1 loading, k + kStages claimed.
+template <class In, class G>
+__device__ void staged_async(const Args& a, Mode mode, uint8_t* stages, Shared<G>& sm) {
+  constexpr int S = G::kStages, R = G::kStages + 1;
+  __shared__ int ring[R];  // position of item k at k % R
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S; ++i) ring[i] = claim_position(a, mode, i);
+  }
+  __syncthreads();
+  for (int i = 0; i < S - 1; ++i) {
+    async_load_item<G>(a, mode, ring[i], stages + i * G::kStageBytes);
+    async_commit();
+  }
+  const int end = position_end(a, mode);
+  for (int k = 0;; ++k) {
+    // Item k + S - 1 into the stage item k - 1 left (free since the __syncthreads ending it).
+    async_load_item<G>(a, mode, ring[(k + S - 1) % R], stages + ((k + S - 1) % S) * G::kStageBytes);
+    async_commit();
+    if (threadIdx.x == 0) ring[(k + S) % R] = claim_position(a, mode, k + S);  // item k - 1's slot
+    const int pos = ring[k % R];
+    if (pos >= end) break;  // positions grow with k: nothing later was loaded
+    bool cast;
+    int j;
+    position_item(a, mode, pos, cast, j);
+    async_wait<S - 1>();  // this thread's pieces of item k landed (items k + 1 .. k + S - 1 may not)
+    __syncthreads();      // everyone's pieces; the claim above published
+    run_item<In, G>(a, cast, j, /*wait=*/mode == Mode::kFused, sm,
+                    reinterpret_cast<const uint16_t*>(stages + (k % S) * G::kStageBytes));
+    __syncthreads();  // stage k % S and the item's shared memory are free
+  }
+}
+
+template <class In, Loader L>
+__global__ void __launch_bounds__(kThreads, kStagedBlocksPerSm)
+    staged_quantize_kernel(const __grid_constant__ Args a, Mode mode) {
+  using G = Staged;
+  extern __shared__ __align__(128) uint8_t stages[];  // G::kStages items of x, G::kStageBytes each
+  __shared__ __align__(16) Shared<G> sm;
+  build_sign_masks(a, sm);
+  if constexpr (L == Loader::kBulk) staged_bulk<In, G>(a, mode, stages, sm);
+  else staged_async<In, G>(a, mode, stages, sm);
 }
 
 // ---- host side -------------------------------------------------------------------------------
@@ -751,14 +856,19 @@ bool lag_override(long* lag) {
   return true;
 }
 
-// FLASHCUTE_FP8_QUANTIZE_STAGED: "0" the direct kernel, "1" the staged one (an error if it cannot
-// run here, so that an A/B run or a test never measures the other kernel unknowingly); unset,
-// empty or anything else: FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT (falling back to the direct one).
-enum class KernelChoice { kDirect, kStaged, kDefault };
+// FLASHCUTE_FP8_QUANTIZE_STAGED: "0" the direct kernel, "1" the staged one with bulk copies, "2"
+// the staged one with cp.async (an error if the staged kernel cannot run here, so that an A/B run
+// or a test never measures another kernel unknowingly); unset, empty or anything else:
+// FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT (the same values; a staged default that cannot run falls
+// back to the direct kernel).
+struct KernelChoice {
+  int kernel;   // 0 direct, 1 staged (bulk), 2 staged (cp.async)
+  bool forced;  // set by the environment
+};
 KernelChoice kernel_choice() {
   const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_STAGED");
-  if (s && s[0] && !s[1] && (s[0] == '0' || s[0] == '1')) return s[0] == '1' ? KernelChoice::kStaged : KernelChoice::kDirect;
-  return KernelChoice::kDefault;
+  if (s && s[0] >= '0' && s[0] <= '2' && !s[1]) return {s[0] - '0', true};
+  return {FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT, false};
 }
 
 // Item geometry (item_units units per item) and positions of every tensor; returns the number
@@ -800,7 +910,7 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int item_units, int* max_items
 // The staged kernel's dynamic shared memory (its ring) and carveout, set on every launch as the
 // attention kernels do (a function's attributes belong to the device it runs on), and its
 // resident CTAs per SM, asked once per device. 0 CTAs: it cannot run (then the direct one does).
-template <class In>
+template <class In, Loader L>
 int staged_blocks_per_sm() {
   constexpr int kBytes = Staged::kStages * Staged::kStageBytes;
   constexpr int kMaxDevices = 64;
@@ -810,19 +920,19 @@ int staged_blocks_per_sm() {
     (void)cudaGetLastError();
     return 0;
   }
-  if (cudaFuncSetAttribute(staged_quantize_kernel<In>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) !=
+  if (cudaFuncSetAttribute(staged_quantize_kernel<In, L>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) !=
       cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
   // All of L1's share to shared memory: the kernel reads x only through its stages.
-  if (cudaFuncSetAttribute(staged_quantize_kernel<In>, cudaFuncAttributePreferredSharedMemoryCarveout,
+  if (cudaFuncSetAttribute(staged_quantize_kernel<In, L>, cudaFuncAttributePreferredSharedMemoryCarveout,
                            int(cudaSharedmemCarveoutMaxShared)) != cudaSuccess) {
     (void)cudaGetLastError();
   }
   int n = cached[dev].load(std::memory_order_relaxed) - 1;
   if (n < 0) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, staged_quantize_kernel<In>, kThreads, kBytes) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, staged_quantize_kernel<In, L>, kThreads, kBytes) !=
         cudaSuccess) {
       (void)cudaGetLastError();
       n = 0;
@@ -835,10 +945,11 @@ int staged_blocks_per_sm() {
 template <class In>
 int launch(const Fp8QuantizeParams& p) {
   const KernelChoice choice = kernel_choice();
-  const bool want_staged =
-      choice == KernelChoice::kStaged || (choice == KernelChoice::kDefault && FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT);
-  const int staged_blocks = want_staged ? staged_blocks_per_sm<In>() : 0;
-  if (choice == KernelChoice::kStaged && staged_blocks == 0) return int(cudaErrorInvalidConfiguration);
+  const Loader loader = choice.kernel == 2 ? Loader::kAsync : Loader::kBulk;
+  const int staged_blocks = choice.kernel == 0               ? 0
+                            : loader == Loader::kBulk ? staged_blocks_per_sm<In, Loader::kBulk>()
+                                                      : staged_blocks_per_sm<In, Loader::kAsync>();
+  if (choice.kernel != 0 && choice.forced && staged_blocks == 0) return int(cudaErrorInvalidConfiguration);
   const bool staged = staged_blocks > 0;
   Args a{};
   int max_items_per_slot = 1;
@@ -852,8 +963,11 @@ int launch(const Fp8QuantizeParams& p) {
   cudaError_t err = cudaMemsetAsync(p.workspace, 0, fp8_quantize_workspace_bytes(slots), stream);
   if (err != cudaSuccess) return int(err);
   const auto run = [&](Mode mode, int grid) {
-    if (staged) {
-      staged_quantize_kernel<In><<<grid, kThreads, Staged::kStages * Staged::kStageBytes, stream>>>(a, mode);
+    constexpr int kStageSmem = Staged::kStages * Staged::kStageBytes;
+    if (staged && loader == Loader::kBulk) {
+      staged_quantize_kernel<In, Loader::kBulk><<<grid, kThreads, kStageSmem, stream>>>(a, mode);
+    } else if (staged) {
+      staged_quantize_kernel<In, Loader::kAsync><<<grid, kThreads, kStageSmem, stream>>>(a, mode);
     } else {
       quantize_kernel<In><<<grid, kThreads, 0, stream>>>(a, mode);
     }
@@ -862,7 +976,7 @@ int launch(const Fp8QuantizeParams& p) {
   // Resident CTAs (launch bounds: kMinBlocksPerSm per SM fit); more would only queue behind.
   const int resident = std::max(1, p.num_sms) * (staged ? staged_blocks : kMinBlocksPerSm);
   // Positions a CTA holds at once: the item it computes and, staged, those it has loading.
-  const int held = staged ? Staged::kStages : 1;
+  const int held = staged ? Staged::kStages + int(loader == Loader::kAsync) : 1;
   long lag = -2;
   const bool forced = lag_override(&lag);
   if (forced && lag < 0) {  // two launches: every amax, then every cast
