@@ -18,33 +18,9 @@ consumers, arriving for such a tile as soon as they read it, could complete both
 """
 import random
 
+from _sync_model import MBarrier, Violation
+
 END = -1
-
-
-class MBarrier:
-    def __init__(self, count):
-        self.count, self.pending, self.phase, self.tx = count, count, 0, 0
-
-    def arrive(self, tx=0):
-        self.tx += tx
-        self.pending -= 1
-        self._complete()
-
-    def complete_tx(self, tx):
-        self.tx -= tx
-        self._complete()
-
-    def _complete(self):
-        if self.pending == 0 and self.tx == 0:
-            self.phase += 1
-            self.pending = self.count
-
-    def passed(self, parity):
-        return self.phase % 2 != parity
-
-
-class Violation(Exception):
-    pass
 
 
 def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loaded_only=False):

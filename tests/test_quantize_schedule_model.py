@@ -19,31 +19,7 @@ import random
 
 import pytest
 
-
-class MBarrier:
-    def __init__(self, count):
-        self.count, self.pending, self.phase, self.tx = count, count, 0, 0
-
-    def arrive(self, tx=0):
-        self.tx += tx
-        self.pending -= 1
-        self._complete()
-
-    def complete_tx(self, tx):
-        self.tx -= tx
-        self._complete()
-
-    def _complete(self):
-        if self.pending == 0 and self.tx == 0:
-            self.phase += 1
-            self.pending = self.count
-
-    def passed(self, parity):
-        return self.phase % 2 != parity
-
-
-class Violation(Exception):
-    pass
+from _sync_model import MBarrier, Violation
 
 
 def item_at(n, lag, pos):
@@ -128,6 +104,14 @@ def run(seed, slot_items, ctas, resident, stages, lag=None, mutation=None, loade
             computed.append((pos, is_b, j))
             yield
 
+        def compute_from_stage(s, pos):
+            """The item at `pos` from stage s, which must hold its rows with no copy still landing."""
+            if data[s] != pos:
+                raise Violation(f"CTA {c} reads stage {s} for position {pos}, which holds {data[s]}")
+            if any(cp[0] == c and cp[1] == s for cp in copies):
+                raise Violation(f"CTA {c} reads stage {s} while a copy into it is in flight")
+            yield from compute(pos)
+
         if stages == 0:  # the direct kernel: the next position claimed before computing this one
             for _ in range(2):
                 pos = counter[0]
@@ -165,12 +149,7 @@ def run(seed, slot_items, ctas, resident, stages, lag=None, mutation=None, loade
                 # groups complete in order: wait until at most `pending` of the newest are open
                 while any(cp[0] == c and cp[5] <= k + S - 1 - pending for cp in copies):
                     yield "wait"
-                s = k % S
-                if data[s] != pos:
-                    raise Violation(f"CTA {c} reads stage {s} for position {pos}, which holds {data[s]}")
-                if any(cp[0] == c and cp[1] == s for cp in copies):
-                    raise Violation(f"CTA {c} reads stage {s} while a copy into it is in flight")
-                yield from compute(pos)
+                yield from compute_from_stage(k % S, pos)
                 k += 1
         for s in range(stages):
             yield from claim(s)
@@ -188,11 +167,7 @@ def run(seed, slot_items, ctas, resident, stages, lag=None, mutation=None, loade
                 parity ^= 1
             while not full[s].passed(parity):
                 yield "wait"
-            if data[s] != pos:
-                raise Violation(f"CTA {c} reads stage {s} for position {pos}, which holds {data[s]}")
-            if any(cp[0] == c and cp[1] == s for cp in copies):
-                raise Violation(f"CTA {c} reads stage {s} while a copy into it is in flight")
-            yield from compute(pos)
+            yield from compute_from_stage(s, pos)
             k += 1
 
     def land():
