@@ -41,9 +41,14 @@ Device calls (carry [".carry/ablation", ".carry/trace", ".carry/candsq"]), one a
 cp .carry/candsq/*.whl .carry/candsq/ptxas.txt .carry/ && PYTEST_TIMEOUT=300 SANITIZE_TIMEOUT=120 scripts/gpu_check.sh --tests-only; \
   timeout 100 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096,16384 --causal both --json $OUT/fp8_mode.json; \
   for L in 400 800 3000; do FLASHCUTE_FP8_QUANTIZE_LAG=$L timeout 40 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096 --columns quant-vt,quant-vt-staged,quant-vt-async | grep '^hdim'; done
-2. the kit: traces, smoke (all), racecheck (split-Q variants, 5 CTAs), timings (~6 min)
+2. the kit: traces, smoke (all), racecheck (split-Q variants, 5 CTAs), timings, then ncu of the three
+   quantizer kernels at d=128 4k (~7 min)
 timeout 60 python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 1024,4096 --out $OUT/trace; \
   timeout 100 python3 benchmarks/smoke_ablation.py --dir .carry/ablation && \
   { timeout 120 compute-sanitizer --tool racecheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation --only sq --small --num-sms 5 > $OUT/racecheck_kit.txt 2>&1; tail -3 $OUT/racecheck_kit.txt; \
-    timeout 270 python3 benchmarks/bench_ablation.py --dir .carry/ablation --seqlens 1024,4096,16384 --rounds 3 --rep 100 --json $OUT/ab.json; }
+    timeout 270 python3 benchmarks/bench_ablation.py --dir .carry/ablation --seqlens 1024,4096,16384 --rounds 3 --rep 100 --json $OUT/ab.json; }; \
+  python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/candsq/flashcute-*.whl && for K in 0 1 2; do \
+    FLASHCUTE_FP8_QUANTIZE_STAGED=$K timeout 50 ncu --clock-control none --kernel-name regex:quantize --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+      python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096; done > $OUT/ncu_quant.txt 2>&1; tail -3 $OUT/ncu_quant.txt
 EOF

@@ -4,6 +4,11 @@ times, for a profiler to look at (scripts/gpu_check.sh runs it under ncu when NC
         python3 scripts/profile_case.py --hdim 128 --seqlen 1024 --causal --backend sm90
 --ablation LIB.so runs a kernel variant of scripts/build_ablation.sh instead of the installed package
 (no wheel needed: benchmarks/bench_ablation.py's loader).
+--quantize runs the FP8 mode's quantization of the same bf16 q, k, v instead (flashcute.fp8.quantize_qkv:
+q and k rotated, v written as V^T where the mode does), one launch per run; FLASHCUTE_FP8_QUANTIZE_STAGED
+picks the quantizer's kernel:
+    FLASHCUTE_FP8_QUANTIZE_STAGED=1 ncu --kernel-name regex:quantize --launch-skip 2 --launch-count 1 \
+        python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096
 """
 import argparse
 import os
@@ -21,13 +26,19 @@ def main():
     ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"])
     ap.add_argument("--ablation", help="a variant library of scripts/build_ablation.sh")
+    ap.add_argument("--quantize", action="store_true", help="the FP8 mode's quantization, not attention")
     a = ap.parse_args()
     b, h = 16384 // a.seqlen, 2048 // a.hdim
     torch.manual_seed(0)
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}[a.dtype]
+    if a.quantize:
+        dt = torch.bfloat16 if a.dtype == "fp8" else dt
     q, k, v = (torch.randn(b, a.seqlen, h, a.hdim, device="cuda").to(dt) for _ in range(3))
     # e4m3 inputs take FA3's interface (unit descales); 16-bit ones the plain API.
-    if a.ablation:
+    if a.quantize:
+        from flashcute import fp8 as F
+        fn = lambda: F.quantize_qkv(q, k, v, rotate=True, impl="cuda", v_colmajor=True)  # noqa: E731
+    elif a.ablation:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
         import bench_ablation
         out = torch.empty(b, a.seqlen, h, a.hdim, device="cuda", dtype=torch.bfloat16)
