@@ -16,6 +16,9 @@ Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_atte
   quant-vt-staged, fp8-mode-staged  quant-vt and fp8-mode with the quantizer's staged kernel
                 (FLASHCUTE_FP8_QUANTIZE_STAGED=1, bulk copies; set for those columns only: an A/B
                 in one run); quant-vt-async, fp8-mode-async: the same with its cp.async loader (=2)
+  quant-varlen-cuda, quant-varlen-torch  quantize_qkv of the same q, k, v as packed varlen rows
+                (cu_seqlens, every sequence seqlen long) on the CUDA kernel's varlen path / on torch ops
+                (what impl="auto" takes for varlen until the CUDA path has run on a GPU)
   bf16          flashcute.flash_attn_func on the bf16 inputs
   cudnn         torch SDPA with the cuDNN backend, bf16, contiguous (b, h, s, d) inputs
 plus fp8-mode's speedup over bf16 (the target: >= 1.1x at seqlen >= 4k, hdim 128) and
@@ -43,8 +46,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention import environment, make_timer, tflops  # noqa: E402  (same folder)
 
-COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-vt-staged", "quant-vt-async", "quant-torch", "fp8-kernel",
-           "fp8-mode", "fp8-mode-staged", "fp8-mode-async", "fp8-mode-norot", "fp8-mode-vtrans", "bf16", "cudnn")
+COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-vt-staged", "quant-vt-async", "quant-torch", "quant-varlen-cuda",
+           "quant-varlen-torch", "fp8-kernel", "fp8-mode", "fp8-mode-staged", "fp8-mode-async", "fp8-mode-norot",
+           "fp8-mode-vtrans", "bf16", "cudnn")
 #: column suffix -> the quantizer kernel it is timed with (src/sm90/fp8_quantize.cu); the rest: the default
 STAGED_ENV = "FLASHCUTE_FP8_QUANTIZE_STAGED"
 STAGED_SUFFIX = {"-staged": "1", "-async": "2"}
@@ -109,6 +113,14 @@ def runners(case, torch, flashcute):
             return F.quantize_qkv(q, k, v, rotate=True, impl=impl, v_colmajor=vt)
         return fn
 
+    cu = torch.arange(0, (b + 1) * s, s, device="cuda", dtype=torch.int32)
+    packed = [t.reshape(b * s, t.shape[2], d) for t in (q, k, v)]
+
+    def quant_varlen(impl):
+        def fn():
+            return F.quantize_qkv(*packed, rotate=True, impl=impl, cu_seqlens_q=cu, cu_seqlens_k=cu)
+        return fn
+
     def cudnn():
         from torch.nn.attention import SDPBackend, sdpa_kernel
         with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
@@ -122,6 +134,8 @@ def runners(case, torch, flashcute):
         "quant-vt-staged": quant("auto", vt=True) if d in (128, 256) and hk == h else None,
         "quant-vt-async": quant("auto", vt=True) if d in (128, 256) and hk == h else None,
         "quant-torch": quant("torch"),
+        "quant-varlen-cuda": quant_varlen("cuda"),
+        "quant-varlen-torch": quant_varlen("torch"),
         "fp8-kernel": lambda: fai.flash_attn_func(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd,
                                                   v_descale=vd),
         "fp8-mode": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True),

@@ -174,15 +174,20 @@ def test_quantize_cuda_selection_falls_back(monkeypatch):
         assert F._use_cuda(x, None, True, "auto") and F._use_cuda(x, None, False, "cuda")
         assert F._use_cuda(cu_empty(2, 9, 4, 96, dtype=torch.float16), None, False, "auto")
         assert not F._use_cuda(x, None, True, "torch") and not F._use_cuda(x, None, True, "triton")
+        # varlen: the kernel takes packed (total, heads, d) rows; "auto" keeps the torch path until
+        # the varlen kernel has run on a GPU (F._CUDA_VARLEN_AUTO)
+        cu = torch.empty(3, dtype=torch.int32, device="cuda")
+        assert F._use_cuda(cu_empty(18, 4, 128), cu, True, "cuda")
+        assert F._use_cuda(cu_empty(18, 4, 128), cu, True, "auto") == F._CUDA_VARLEN_AUTO
         no = [(cu_empty(2, 9, 4, 96), None, True, "rotates"),                     # Paley rotation
-              (cu_empty(18, 4, 128), torch.empty(3, dtype=torch.int32, device="cuda"), False, "varlen"),
+              (cu_empty(2, 9, 4, 128), cu, False, "total, heads"),                # varlen wants packed rows
               (cu_empty(2, 9, 4, 128, dtype=torch.float32), None, False, "float32"),
               (cu_empty(2, 9, 4, 80), None, False, "head dim 80"),
               (cu_empty(2, 9, 0, 128), None, False, "heads > 0")]
-        for t, cu, rot, why in no:
-            assert not F._use_cuda(t, cu, rot, "auto"), why
+        for t, cs, rot, why in no:
+            assert not F._use_cuda(t, cs, rot, "auto"), why
             with pytest.raises(ValueError, match=why):
-                F._use_cuda(t, cu, rot, "cuda")
+                F._use_cuda(t, cs, rot, "cuda")
         n = len(asked)
         F._use_cuda(x, None, True, "auto")
         assert len(asked) == n, "the library's answer is cached per (device, dtype, head dim, rotate)"
@@ -249,6 +254,14 @@ def test_quantize_c_abi_validation():
     with pytest.raises(ValueError, match="1 to 4"):
         _lib.fp8_quantize([_abi_args()] * 5, ws, 4096, -1, 0)
     _lib.fp8_quantize([_abi_args(batch=0)], 0, 0, -1, 0)  # nothing to do: OK without a device
+    # varlen (row_bounds): batch + 1 more ints of workspace; dense only for V^T; the bounds aligned
+    varlen = dict(row_bounds=0x50000, batch=3, seqlen=40)
+    assert _lib.fp8_quantize_workspace_size([_abi_args(**varlen)]) == \
+        (3 * 2 * 8 + 4 + (3 + 1) * 4 + 15) // 16 * 16
+    with pytest.raises(NotImplementedError, match="dense"):
+        _lib.fp8_quantize([_abi_args(x8_vt=1, heads_k=2, **varlen)], ws, 4096, -1, 0)
+    with pytest.raises(ValueError, match="row_bounds"):
+        _lib.fp8_quantize([_abi_args(**dict(varlen, row_bounds=0x50002))], ws, 4096, -1, 0)
     if not flashcute.build_info()["fp8_quantize"]:
         # valid arguments, but this build has no kernel: UNSUPPORTED, naming the CMake options
         with pytest.raises(NotImplementedError, match="FLASHCUTE_FP8"):
@@ -518,3 +531,18 @@ def test_quantize_x8_vt_validation_and_fake_shapes():
         q, k = cu_empty(2, 33, 8, 128), cu_empty(2, 70, 2, 128)
         q8, k8, v8, ds = F.quantize_qkv(q, k, k, v_colmajor=True)
         assert v8.shape == (2, 2, 128, 96) and v8.dtype == E4M3 and k8.shape == k.shape
+
+
+def test_row_bounds_are_the_torch_paths_sequences():
+    """flashcute.fp8._row_bounds (the CUDA path's varlen slots) puts every packed row in the slot
+    that the torch path's _rows_to_sequences gives it: rows before cu[0] in sequence 0, rows past
+    cu[batch] in the spare slot `batch`, cu entries beyond the rows clamped."""
+    cases = [([0, 5, 5, 12], 12), ([3, 7, 20], 25), ([0], 4), ([0, 30, 40], 35), ([2, 2, 2], 9)]
+    for cu_list, total in cases:
+        cu = torch.tensor(cu_list, dtype=torch.int32)
+        bounds = F._row_bounds(cu, total)
+        assert bounds.dtype == torch.int32 and bounds.shape == (len(cu_list) + 1,)
+        assert int(bounds[0]) == 0 and int(bounds[-1]) == total and bool((bounds[1:] >= bounds[:-1]).all())
+        rows = torch.arange(total)
+        slot = ((rows[:, None] >= bounds[None, :-1].long()) & (rows[:, None] < bounds[None, 1:].long())).int().argmax(1)
+        assert torch.equal(slot, F._rows_to_sequences(cu, total).to(slot.dtype)), (cu_list, total)

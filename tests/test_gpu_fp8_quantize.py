@@ -263,3 +263,70 @@ def test_staged_kernel_equals_direct(lag, quantize_kernel, schedule, monkeypatch
         assert not torch.any((a8.view(torch.uint8) & 0x7F) == 0x7F), f"output {i}: NaN byte (not written?)"
         assert torch.equal(a8.view(torch.uint8), b8.view(torch.uint8)), f"output {i}: e4m3 bytes differ"
         assert torch.equal(ad.view(torch.int32), bd.view(torch.int32)), f"output {i}: descales differ"
+
+
+# ---- varlen (packed rows, cu_seqlens: flashcute_fp8_quantize_args.row_bounds) ---------------------
+VARLEN_CASES = [  # (sequence lengths, rows before cu[0], rows after cu[batch], heads, heads_k)
+    ([300, 1, 77, 2048], 0, 0, 8, 2),     # skewed lengths, GQA 4, a one-row sequence
+    ([0, 129, 0, 64], 0, 0, 4, 4),        # empty sequences
+    ([100, 250], 5, 0, 6, 1),             # cu[0] > 0: rows before it belong to sequence 0 (torch path)
+    ([40, 500, 7], 0, 33, 4, 2),          # rows past cu[batch]: the torch path's spare scale
+    ([], 0, 10, 2, 2),                    # no sequences, only spare rows
+    ([4096], 0, 0, 16, 16),               # one long sequence: many items in one slot
+]
+
+
+def varlen_input(lens, pre, post, h, d, dtype, seed):
+    cu = torch.tensor([pre] + [pre + sum(lens[:i + 1]) for i in range(len(lens))], dtype=torch.int32,
+                      device="cuda")
+    total = pre + sum(lens) + post
+    return make_input((total, h, d), dtype, seed), cu
+
+
+@pytest.mark.parametrize("d", ALL_D)
+@pytest.mark.parametrize("rotate", [False, True])
+def test_cuda_quantize_varlen_matches_torch(d, rotate):
+    """The CUDA path on packed varlen rows (one scale per (sequence, kv head)) against the torch
+    path, the semantics: every row written (poisoned first), spare-scale rows included."""
+    if rotate and d not in POW2:
+        pytest.skip("rotation of head dims 96/192 stays on the torch path")
+    require_cuda_quantize(BF, d, rotate)
+    for i, (lens, pre, post, h, hk) in enumerate(VARLEN_CASES):
+        x, cu = varlen_input(lens, pre, post, h, d, BF, seed=100 + i + d)
+        batch = cu.shape[0] - 1
+        outs = [(torch.full(x.shape, 0x7F, dtype=torch.uint8, device="cuda").view(E4M3),
+                 torch.full((batch + 1, hk), math.nan, dtype=torch.float32, device="cuda"))]
+        (x8, ds), = F._quantize_cuda([(x, rotate, cu)], hk, 1, outs=outs)
+        what = f"varlen d={d} rotate={rotate} lens={lens} pre={pre} post={post} h={h}/{hk}"
+        assert ds.shape == (batch, hk), what
+        r8, rd = F._quantize_torch(x, hk, rotate, 1, cu)
+        codes = x8.view(torch.uint8)
+        assert not torch.any((codes & 0x7F) == 0x7F), f"{what}: NaN byte in x8 (a row not written?)"
+        assert torch.isfinite(outs[0][1]).all(), f"{what}: a descale (spare slot included) not written"
+        if not rotate:
+            assert torch.equal(ds.view(torch.int32), rd.view(torch.int32)), f"{what}: descales differ"
+            assert torch.equal(codes, r8.view(torch.uint8)), f"{what}: e4m3 bytes differ from the torch path"
+        else:
+            torch.testing.assert_close(ds, rd, rtol=1e-6, atol=0, msg=lambda m: f"{what}: descale {m}")
+            diff = (ordinal(x8) - ordinal(r8)).abs()
+            assert diff.max().item() <= 1 and (diff > 0).float().mean().item() < 1e-3, what
+
+
+def test_cuda_quantize_qkv_varlen_one_launch():
+    """quantize_qkv(..., impl="cuda") with cu_seqlens_q != cu_seqlens_k (q, k rotated, v not):
+    the three tensors in one launch equal three torch-path quantizations."""
+    require_cuda_quantize(BF, 128, True)
+    q, cu_q = varlen_input([100, 3, 700], 0, 0, 8, 128, BF, seed=7)
+    k, cu_k = varlen_input([900, 64, 1], 0, 0, 2, 128, BF, seed=8)
+    v = make_input(k.shape, BF, seed=9)
+    q8, k8, v8, (qd, kd, vd) = F.quantize_qkv(q, k, v, rotate=True, seed=3, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                              impl="cuda")
+    for x, x8, xd, cu, rot, name in ((q, q8, qd, cu_q, True, "q"), (k, k8, kd, cu_k, True, "k"),
+                                     (v, v8, vd, cu_k, False, "v")):
+        r8, rd = F._quantize_torch(x, 2, rot, 3, cu)
+        assert xd.shape == rd.shape, name
+        if rot:
+            torch.testing.assert_close(xd, rd, rtol=1e-6, atol=0)
+            assert (ordinal(x8) - ordinal(r8)).abs().max().item() <= 1, name
+        else:
+            assert torch.equal(x8.view(torch.uint8), r8.view(torch.uint8)) and torch.equal(xd, rd), name

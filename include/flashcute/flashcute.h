@@ -200,6 +200,13 @@ typedef struct flashcute_fp8_quantize_args {
    * strides x8_batch_stride, x8_head_stride, x8_row_stride (from one d to the next) and 1, the
    * keys of each 32 permuted as flashcute_fwd_args.v_colmajor says, padding keys zero. */
   int32_t x8_vt;
+
+  /* Appended in 0.1 (older callers send a smaller struct_size: NULL).
+   * row_bounds non-NULL (varlen; not with x8_vt): x and x8 hold packed rows (seqlen = their number of
+   * rows; x_batch_stride and x8_batch_stride are ignored) and slot (b, h_k) covers rows
+   * [row_bounds[b], row_bounds[b + 1]) for b < batch: device memory, batch + 1 nondecreasing int32
+   * entries within [0, seqlen]. Rows outside every slot are neither read nor written. */
+  const int32_t* row_bounds;
 } flashcute_fp8_quantize_args;
 
 /* The library's own sizeof(flashcute_fp8_quantize_args). */

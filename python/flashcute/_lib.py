@@ -126,6 +126,7 @@ class Fp8QuantizeArgs(ctypes.Structure):
         ("rotate", _i32),
         ("rotation_signs", ctypes.c_uint32 * 8),
         ("x8_vt", _i32),  # x8 written as V^T (flashcute.fp8.quantize_qkv(..., v_colmajor=True))
+        ("row_bounds", ctypes.c_void_p),  # const int32_t*: varlen slots as packed row ranges (fp8._row_bounds)
     ]
 
 

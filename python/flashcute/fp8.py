@@ -45,7 +45,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
 from typing import Optional, Tuple
 
 import torch
@@ -383,16 +382,25 @@ _CUDA_HEAD_DIMS = (64, 96, 128, 192, 256)
 _CUDA_SUPPORT: dict = {}  # (device index, dtype, head_dim, rotate) -> _lib.Support, asked once
 
 
-def _cuda_reason(x, cu_seqlens, rotate) -> str:
+#: Whether impl="auto" takes varlen (cu_seqlens) inputs to the CUDA kernel. Its varlen path
+#: (row_bounds) is new and has not run on a GPU yet: until tests/test_gpu_fp8_quantize.py's varlen
+#: cases pass there, only impl="cuda" (the tests) uses it and "auto" keeps the torch path.
+_CUDA_VARLEN_AUTO = False
+
+
+def _cuda_reason(x, cu_seqlens, rotate, impl="cuda") -> str:
     """Why the CUDA path cannot quantize x ("" if it can). Host-side facts only: no device work,
     and the library's answer for (device, dtype, head dim, rotation) is cached."""
-    if cu_seqlens is not None:
+    if cu_seqlens is not None and impl == "auto" and not _CUDA_VARLEN_AUTO:
         return "varlen (cu_seqlens) inputs take the torch path"
     if not x.is_cuda:
         return f"x is on {x.device}, not a CUDA device"
     if x.dtype not in (torch.bfloat16, torch.float16):
         return f"x is {x.dtype}; the kernel reads bfloat16 or float16"
-    if x.dim() != 4 or x.shape[2] == 0:
+    if cu_seqlens is not None:
+        if x.dim() != 3 or x.shape[1] == 0:
+            return f"x has shape {tuple(x.shape)}; with cu_seqlens the kernel takes (total, heads > 0, head_dim)"
+    elif x.dim() != 4 or x.shape[2] == 0:
         return f"x has shape {tuple(x.shape)}; the kernel takes (batch, seqlen, heads > 0, head_dim)"
     d = x.shape[-1]
     if d not in _CUDA_HEAD_DIMS:
@@ -408,7 +416,7 @@ def _cuda_reason(x, cu_seqlens, rotate) -> str:
 def _use_cuda(x, cu_seqlens, rotate, impl) -> bool:
     if impl not in ("auto", "cuda"):
         return False
-    why = _cuda_reason(x, cu_seqlens, rotate)
+    why = _cuda_reason(x, cu_seqlens, rotate, impl)
     if impl == "cuda" and why:
         raise ValueError(f"impl: 'cuda' cannot quantize this input: {why}")
     return not why
@@ -425,18 +433,36 @@ def _sign_bits(d: int, seed: int) -> Tuple[int, ...]:
     return tuple(words)
 
 
+def _row_bounds(cu_seqlens: torch.Tensor, total: int) -> torch.Tensor:
+    """The C ABI's row_bounds for a varlen x of `total` packed rows: [0, cu[1], ..., cu[batch],
+    total] clamped to [0, total], i.e. batch + 1 slots: slot b < batch holds the rows that
+    _rows_to_sequences gives sequence b (rows before cu[0] included), slot batch the rows past
+    cu[batch] (the torch path's spare scale). On the device, no host sync."""
+    inner = cu_seqlens[1:].clamp(0, total)
+    return torch.cat([inner.new_zeros(1), inner, inner.new_full((1,), total)])
+
+
 def _quantize_cuda(jobs, heads_k, seed, outs=None, vt_last=False):
-    """[(x, rotate), ...] (dense (b, s, h, d) CUDA bf16/fp16 views, one dtype, one device) ->
-    [(x8, descale), ...] through one flashcute_fp8_quantize launch. outs: preallocated contiguous
-    (x8, descale) pairs to fill instead (tests poison them first). vt_last: the last job's x8 is
-    written as V^T (flashcute.ops.vt_shape; heads == heads_k, head dim 128 / 256)."""
+    """[(x, rotate) or (x, rotate, cu_seqlens), ...] (CUDA bf16/fp16 views, one dtype, one device:
+    dense (b, s, h, d), or packed (total, h, d) with cu_seqlens) -> [(x8, descale), ...] through one
+    flashcute_fp8_quantize launch. outs: preallocated contiguous (x8, descale) pairs to fill
+    instead (tests poison them first); a varlen job's descale has batch + 1 rows there (the last,
+    the spare scale of rows past cu[batch], is dropped from the result). vt_last: the last job's
+    x8 is written as V^T (flashcute.ops.vt_shape; dense, heads == heads_k, head dim 128 / 256)."""
+    jobs = [j if len(j) == 3 else (j[0], j[1], None) for j in jobs]
     dev = jobs[0][0].device
     if outs is None:
         outs = [(torch.empty(_ops.vt_shape(x) if vt_last and i == len(jobs) - 1 else x.shape, dtype=torch.float8_e4m3fn,
                              device=dev),
-                 torch.empty((x.shape[0], heads_k), dtype=torch.float32, device=dev)) for i, (x, _) in enumerate(jobs)]
-    args, keep = [], []
-    for i, ((x, rotate), (x8, descale)) in enumerate(zip(jobs, outs)):
+                 torch.empty((x.shape[0] if cu is None else cu.shape[0], heads_k), dtype=torch.float32, device=dev))
+                for i, (x, _, cu) in enumerate(jobs)]
+    args, keep, results = [], [], []
+    for i, ((x, rotate, cu), (x8, descale)) in enumerate(zip(jobs, outs)):
+        if cu is not None:  # varlen: batch + 1 slots of packed rows
+            results.append((x8, descale[:-1]))
+            args.append(_varlen_args(x, cu, x8, descale, rotate, seed, heads_k, keep))
+            continue
+        results.append((x8, descale))
         b, s, h, d = x.shape
         vt = vt_last and i == len(jobs) - 1
         if tuple(x8.shape) != (_ops.vt_shape(x) if vt else tuple(x.shape)) or not x8.is_contiguous() \
@@ -456,12 +482,8 @@ def _quantize_cuda(jobs, heads_k, seed, outs=None, vt_last=False):
                 a.x8_batch_stride, a.x8_row_stride, a.x8_head_stride = s * h * d, h * d, d
         a.x8_vt = int(vt)
         a.descale = descale.data_ptr()
-        a.descale_batch_stride, a.descale_head_stride = heads_k, 1
-        a.batch, a.seqlen, a.heads, a.heads_k, a.head_dim = b, s, h, heads_k, d
-        a.dtype = _DTYPE_CODES[x.dtype]
-        a.rotate = int(bool(rotate))
-        if rotate:
-            a.rotation_signs[:] = _sign_bits(d, seed)
+        a.batch, a.seqlen = b, s
+        _set_common_args(a, x, rotate, seed, heads_k)
         args.append(a)
     if args:
         def workspace(nbytes):
@@ -471,12 +493,47 @@ def _quantize_cuda(jobs, heads_k, seed, outs=None, vt_last=False):
         keep.append(_lib.fp8_quantize_with_workspace(args, workspace, dev.index if dev.index is not None else -1,
                                                      _ops._stream_handle(jobs[0][0])))
     del keep  # copies stay alive until the launch is enqueued; the caching allocator is stream-ordered
-    return outs
+    return results
+
+
+def _set_common_args(a, x, rotate, seed, heads_k):
+    """The fields of flashcute_fp8_quantize_args that a dense and a varlen job fill alike."""
+    h, d = x.shape[-2], x.shape[-1]
+    a.descale_batch_stride, a.descale_head_stride = heads_k, 1
+    a.heads, a.heads_k, a.head_dim = h, heads_k, d
+    a.dtype = _DTYPE_CODES[x.dtype]
+    a.rotate = int(bool(rotate))
+    if rotate:
+        a.rotation_signs[:] = _sign_bits(d, seed)
+
+
+def _varlen_args(x, cu, x8, descale, rotate, seed, heads_k, keep):
+    """A varlen job's flashcute_fp8_quantize_args: x packed (total, h, d), batch + 1 slots given
+    by _row_bounds (device memory, kept alive in `keep` with any copy of x)."""
+    total, h, d = x.shape
+    batch = cu.shape[0] - 1
+    if tuple(x8.shape) != tuple(x.shape) or not x8.is_contiguous() or descale.shape != (batch + 1, heads_k) \
+            or not descale.is_contiguous():
+        raise ValueError("outs: contiguous x8 of x's shape and descale (batch + 1, heads_k) expected for varlen")
+    a = _lib.Fp8QuantizeArgs()
+    bounds = _row_bounds(cu, total)
+    keep.append(bounds)
+    a.row_bounds = bounds.data_ptr()
+    if total > 0:
+        x, xs = _kernel_ready(x, x.shape)  # in place unless the last dim / alignment needs a copy
+        keep.append(x)
+        a.x, a.x8 = x.data_ptr(), x8.data_ptr()
+        a.x_row_stride, a.x_head_stride = xs[0], xs[1]
+        a.x8_row_stride, a.x8_head_stride = h * d, d
+    a.descale = descale.data_ptr()
+    a.batch, a.seqlen = batch + 1, total
+    _set_common_args(a, x, rotate, seed, heads_k)
+    return a
 
 
 def _quantize_impl(x, heads_k, rotate, seed, cu_seqlens, impl="auto"):
     if _use_cuda(x, cu_seqlens, rotate, impl):
-        return _quantize_cuda([(x, rotate)], heads_k, seed)[0]
+        return _quantize_cuda([(x, rotate, cu_seqlens)], heads_k, seed)[0]
     if _use_triton(x, cu_seqlens, impl):
         amax = torch.zeros(x.shape[0], heads_k, dtype=torch.float32, device=x.device)
         return _quantize_triton(x, heads_k, rotate, seed, amax)
@@ -508,7 +565,7 @@ def _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_
         on_cuda = on_cuda[:1]
     res = [None] * 3
     if on_cuda:
-        for i, r in zip(on_cuda, _quantize_cuda([jobs[i][:2] for i in on_cuda], heads_k, seed)):
+        for i, r in zip(on_cuda, _quantize_cuda([jobs[i] for i in on_cuda], heads_k, seed)):
             res[i] = r
     for i, (t, r, cu) in enumerate(jobs):
         if res[i] is None:

@@ -103,6 +103,10 @@ flashcute_status validate_tensor(int i, const flashcute_fp8_quantize_args& a, in
                 "tensors[%d].rotate: the kernel rotates head dims 64, 128 and 256 (Sylvester Hadamard); head dim %d "
                 "needs the torch path (flashcute.fp8.quantize(..., impl=\"torch\"))",
                 i, a.head_dim);
+  if (a.x8_vt && a.row_bounds)
+    return fail(FLASHCUTE_ERROR_UNSUPPORTED, "tensors[%d].x8_vt: V^T output is for dense inputs, not with row_bounds", i);
+  if (a.row_bounds && reinterpret_cast<uintptr_t>(a.row_bounds) % 4)
+    return fail(bad, "tensors[%d].row_bounds: pointer is not 4-byte aligned", i);
   if (a.x8_vt && (a.heads != a.heads_k || !flashcute::fp8_vt_head_dim(a.head_dim) || a.rotate))
     return fail(FLASHCUTE_ERROR_UNSUPPORTED,
                 "tensors[%d].x8_vt: V^T output takes head dims 128 and 256, heads == heads_k and no rotation "
@@ -121,6 +125,21 @@ flashcute_status validate_tensor(int i, const flashcute_fp8_quantize_args& a, in
 }
 
 int64_t slots_of(const flashcute_fp8_quantize_args& a) { return int64_t(a.batch) * a.heads_k; }
+
+// Workspace ints of a varlen tensor's item prefix (fp8_quantize_workspace_bytes).
+int64_t prefix_entries_of(const flashcute_fp8_quantize_args& a) { return a.row_bounds ? int64_t(a.batch) + 1 : 0; }
+
+// A bound on the work items of one pass for this tensor (check_size): every item covers at
+// least one row of one slot, or is the one item of an empty slot; varlen items also include
+// up to one partial item per slot.
+int64_t item_bound_of(const flashcute_fp8_quantize_args& a) {
+  return a.row_bounds ? int64_t(a.heads_k) * (int64_t(a.seqlen) + a.batch + 1) : slots_of(a) * (a.seqlen + 1);
+}
+
+// Varlen: the batch strides are ignored (every row of a packed tensor is addressed by its row).
+void normalise(flashcute_fp8_quantize_args& a) {
+  if (a.row_bounds) a.x_batch_stride = a.x8_batch_stride = 0;
+}
 
 // The kernel counts its work items in an int, up to 2 * items + its grid; an item is at least
 // one row of one slot, so sum(slots * (seqlen + 1)) bounds the items.
@@ -153,6 +172,7 @@ void fill_tensor(const flashcute_fp8_quantize_args& a, Fp8QuantizeTensor* t) {
   t->batch = a.batch, t->seqlen = a.seqlen, t->heads = a.heads, t->heads_k = a.heads_k, t->head_dim = a.head_dim;
   t->rotate = a.rotate != 0;
   t->x8_vt = a.x8_vt != 0;
+  t->row_bounds = a.row_bounds;
   std::memcpy(t->rotation_signs, a.rotation_signs, sizeof(t->rotation_signs));
   // The torch path's descale = amax * (norm / 448): norm / 448 in double (Python floats), then
   // rounded to fp32 once (torch multiplies an fp32 tensor by the scalar in fp32).
@@ -168,14 +188,15 @@ extern "C" size_t flashcute_fp8_quantize_args_size(void) { return sizeof(flashcu
 extern "C" size_t flashcute_fp8_quantize_workspace_size(const flashcute_fp8_quantize_args* const* tensors, int count) {
   using namespace flashcute::api;
   if (!tensors || count < 1 || count > FLASHCUTE_FP8_QUANTIZE_MAX_TENSORS) return 0;
-  int64_t slots = 0;
+  int64_t slots = 0, prefix = 0;
   for (int i = 0; i < count; ++i) {
     flashcute_fp8_quantize_args a;
     if (read_tensor(i, tensors[i], &a) != FLASHCUTE_OK) return 0;
     if (a.batch < 0 || a.heads_k < 0) return 0;
     slots += slots_of(a);
+    prefix += prefix_entries_of(a);
   }
-  return size_t(flashcute::fp8_quantize_workspace_bytes(slots));
+  return size_t(flashcute::fp8_quantize_workspace_bytes(slots, prefix));
 }
 
 extern "C" flashcute_status flashcute_fp8_quantize(const flashcute_fp8_quantize_args* const* tensors, int count,
@@ -189,17 +210,19 @@ extern "C" flashcute_status flashcute_fp8_quantize(const flashcute_fp8_quantize_
                   FLASHCUTE_FP8_QUANTIZE_MAX_TENSORS);
     flashcute::Fp8QuantizeParams p{};
     flashcute_fp8_quantize_args a[FLASHCUTE_FP8_QUANTIZE_MAX_TENSORS];
-    int64_t slots = 0, rows_total = 0;
+    int64_t slots = 0, rows_total = 0, prefix = 0;
     flashcute_status s;
     for (int i = 0; i < count; ++i) {
       if ((s = read_tensor(i, tensors[i], &a[i])) != FLASHCUTE_OK) return s;
+      normalise(a[i]);
       if ((s = validate_tensor(i, a[i], a[0].dtype)) != FLASHCUTE_OK) return s;
       slots += slots_of(a[i]);
-      rows_total += slots_of(a[i]) * (a[i].seqlen + 1);
+      rows_total += item_bound_of(a[i]);
+      prefix += prefix_entries_of(a[i]);
     }
     if ((s = check_size(slots, rows_total)) != FLASHCUTE_OK) return s;
     if (slots == 0) return FLASHCUTE_OK;  // batch 0 everywhere: nothing to do
-    const uint64_t need = flashcute::fp8_quantize_workspace_bytes(slots);
+    const uint64_t need = flashcute::fp8_quantize_workspace_bytes(slots, prefix);
     if (!workspace) return fail(FLASHCUTE_ERROR_INVALID_ARGUMENT, "workspace: is NULL (%llu bytes needed)",
                                 (unsigned long long)need);
     if (reinterpret_cast<uintptr_t>(workspace) % 16)

@@ -21,6 +21,7 @@ struct Fp8QuantizeTensor {
   uint32_t rotation_signs[8];  // bit i set: coordinate i is negated before the Hadamard transform
   float descale_factor;        // fp32(norm / 448), norm = 1/sqrt(head_dim) with the rotation, else 1
   bool x8_vt;                  // x8 is V^T (flashcute_fp8_quantize_args.x8_vt): x8_row_stride steps d
+  const int32_t* row_bounds;   // varlen (flashcute_fp8_quantize_args.row_bounds): batch + 1 entries, or NULL
 };
 
 struct Fp8QuantizeParams {
@@ -34,9 +35,11 @@ struct Fp8QuantizeParams {
 };
 
 // Workspace of one call: per (tensor, batch, head_k) slot an fp32 amax and a u32 count of the
-// amax work items done, then one u32 work counter; rounded up to 16 bytes.
-inline uint64_t fp8_quantize_workspace_bytes(int64_t slots) {
-  return ((uint64_t)slots * 8u + 4u + 15u) / 16u * 16u;
+// amax work items done, then one u32 work counter, then per varlen tensor batch + 1 ints (the
+// prefix of its slots' work items); rounded up to 16 bytes. prefix_entries: the sum of those
+// batch + 1.
+inline uint64_t fp8_quantize_workspace_bytes(int64_t slots, int64_t prefix_entries = 0) {
+  return ((uint64_t)slots * 8u + 4u + (uint64_t)prefix_entries * 4u + 15u) / 16u * 16u;
 }
 
 // FP8 quantization (src/sm90/fp8_quantize.cu; built with the FP8 kernels). Returns a cudaError_t

@@ -105,17 +105,24 @@ constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's tw
 
 // One kernel's item geometry: units per item and, for the staged kernel, its ring of stages
 // (kStages == 0: x is read from global memory by the computing threads themselves).
-template <int kUnits_, int kStages_>
+template <int kUnits_, int kStages_, bool kVarlen_ = false>
 struct Geometry {
   static constexpr int kUnits = kUnits_;
   static constexpr int kStages = kStages_;
+  // Row ranges from Tensor::bounds (a launch with a varlen tensor): its own instantiation, so
+  // that the dense kernels' code (and registers) stay as they are.
+  static constexpr bool kVarlen = kVarlen_;
   static constexpr bool kStaged = kStages_ > 0;
   static constexpr int kVtTileBytes = kUnits * kUnitElems;  // e4m3 bytes of a V^T item
   static constexpr int kStageBytes = kUnits * kUnitElems * 2;  // fp16/bf16 bytes of an item
   static_assert(!kStaged || kStages >= 2, "the ring's hand-off of stage positions needs two stages");
 };
-using Direct = Geometry<kItemUnits, 0>;
-using Staged = Geometry<FLASHCUTE_FP8_QUANTIZE_STAGED_UNITS, FLASHCUTE_FP8_QUANTIZE_STAGES>;
+template <bool kVarlen>
+using DirectG = Geometry<kItemUnits, 0, kVarlen>;
+template <bool kVarlen>
+using StagedG = Geometry<FLASHCUTE_FP8_QUANTIZE_STAGED_UNITS, FLASHCUTE_FP8_QUANTIZE_STAGES, kVarlen>;
+using Direct = DirectG<false>;
+using Staged = StagedG<false>;
 constexpr int kStagedBlocksPerSm = FLASHCUTE_FP8_QUANTIZE_STAGED_BLOCKS_PER_SM;
 
 // One tensor as the kernel sees it (element strides; x8 elements are bytes).
@@ -133,9 +140,16 @@ struct Tensor {
   uint32_t signs[8];
   // schedule
   int rows_per_item;   // rows of the slot per item (all `group` heads of each row)
-  int items_per_slot;  // >= 1 (a slot with no rows still has one item: it writes the descale)
+  int items_per_slot;  // >= 1 (a slot with no rows still has one item: it writes the descale);
+                       // varlen: a bound (slots differ; the plan kernel's prefix has each one's)
   int first_item;      // position of this tensor's first item in each pass
   int first_slot;      // index of its first slot in the workspace
+  // varlen (row_bounds): x, x8 are packed rows (xs_b = os_b = 0) and slot (b, hk) covers rows
+  // [bounds[b], bounds[b + 1]); prefix[b] = items of the slots (b', any hk) before b, per hk
+  // (written by plan_kernel); the tensor's items past prefix[batch] * heads_k do nothing.
+  const int* bounds;
+  int* prefix;
+  int batch;
 };
 
 struct Args {
@@ -151,7 +165,8 @@ struct Args {
 enum class Mode : int { kFused = 0, kAmaxOnly = 1, kCastOnly = 2 };
 
 struct Item {
-  int tensor, slot, b, hk, chunk;
+  int tensor, slot, b, hk, chunk;  // chunk < 0: a varlen tensor's spare item, which does nothing
+  int row0, rows, slot_items;      // varlen only (decode_varlen): first packed row, rows, the slot's items
 };
 
 struct Bf16 {};
@@ -349,6 +364,43 @@ __device__ __forceinline__ void item_at(const Args& a, int pos, bool& cast, int&
   }
 }
 
+// bounds[b], clamped to the packed rows (the API documents [0, seqlen]; a wrong entry then
+// costs rows, never an access outside x).
+__device__ __forceinline__ int bound_at(const Tensor& t, int b) { return min(max(__ldg(t.bounds + b), 0), t.seqlen); }
+
+// A varlen tensor's item `local` (its items run slot by slot, b-major, then hk): the slot b with
+// prefix[b] * heads_k <= local < prefix[b + 1] * heads_k, by binary search.
+__device__ __forceinline__ void decode_varlen(const Tensor& t, int local, Item& it) {
+  const int hk_n = t.heads_k;
+  // A spare item past the tensor's work decodes as slot 0's first item with chunk -1 (and no rows).
+  const bool spare = local >= __ldg(t.prefix + t.batch) * hk_n;
+  if (spare) local = 0;
+  // The largest lo < batch with prefix[lo] <= local / hk_n (the same as prefix[lo] * hk_n <=
+  // local), bit by bit from the top one of batch - 1. Unrolled over every bit a batch can have,
+  // skipping those above batch's: the forms with a data-dependent trip count made ptxas spill
+  // the staged kernel's loop counter.
+  const int c = local / hk_n;
+  const int top = t.batch > 1 ? 31 - __clz(t.batch - 1) : -1;
+  int lo = 0;
+#pragma unroll
+  for (int i = 27; i >= 0; --i) {
+    if (i > top) continue;
+    const int mid = lo + (1 << i);
+    if (mid < t.batch && __ldg(t.prefix + mid) <= c) lo = mid;
+  }
+  const int first = __ldg(t.prefix + lo), n = __ldg(t.prefix + lo + 1) - first;  // n >= 1
+  const int rem = local - first * hk_n;
+  it.b = lo;
+  it.hk = rem / n;
+  it.chunk = rem - it.hk * n;
+  it.slot = t.first_slot + lo * hk_n + it.hk;
+  it.slot_items = n;
+  it.row0 = bound_at(t, lo) + it.chunk * t.rows_per_item;
+  it.rows = spare ? 0 : max(0, min(t.rows_per_item, bound_at(t, lo + 1) - it.row0));
+  if (spare) it.chunk = -1;
+}
+
+template <class G>
 __device__ __forceinline__ Item decode_item(const Args& a, int j) {
   Item it;
   it.tensor = 0;
@@ -358,12 +410,42 @@ __device__ __forceinline__ Item decode_item(const Args& a, int j) {
   }
   const Tensor& t = a.t[it.tensor];
   const int local = j - t.first_item;
+  if constexpr (G::kVarlen) {
+    if (t.bounds) {
+      decode_varlen(t, local, it);
+      return it;
+    }
+  }
   const int slot = local / t.items_per_slot;
   it.chunk = local - slot * t.items_per_slot;
   it.b = slot / t.heads_k;
   it.hk = slot - it.b * t.heads_k;
   it.slot = t.first_slot + slot;
+  if constexpr (G::kVarlen) {  // a dense tensor beside varlen ones: the same fields, so that their users do not branch
+    it.row0 = it.chunk * t.rows_per_item;
+    it.rows = max(0, min(t.rows_per_item, t.seqlen - it.row0));
+    it.slot_items = t.items_per_slot;
+  }
   return it;
+}
+
+// The item's first row (of the slot's sequence; varlen: of the packed rows) and its row count.
+template <class G>
+__device__ __forceinline__ int item_row0(const Tensor& t, const Item& it) {
+  if constexpr (G::kVarlen) return it.row0;
+  return it.chunk * t.rows_per_item;
+}
+template <class G>
+__device__ __forceinline__ int item_rows(const Tensor& t, const Item& it, int row0) {
+  if constexpr (G::kVarlen) return it.rows;
+  return max(0, min(t.rows_per_item, t.seqlen - row0));
+}
+
+// The items of the item's slot (the A items a B item waits for).
+template <class G>
+__device__ __forceinline__ unsigned slot_items(const Tensor& t, const Item& it) {
+  if constexpr (G::kVarlen) return unsigned(it.slot_items);
+  return unsigned(t.items_per_slot);
 }
 
 // ---- one item --------------------------------------------------------------------------------
@@ -378,8 +460,8 @@ __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, c
   static_assert(D % kUnitElems == 0, "head dim must be a multiple of 32");
   static_assert(!kRotate || (kThreads % NU == 0 && 32 % NU == 0), "a rotated row must sit in one warp");
   const int group = t.group;
-  const int row0 = it.chunk * t.rows_per_item;
-  const int rows = max(0, min(t.rows_per_item, t.seqlen - row0));
+  const int row0 = item_row0<G>(t, it);
+  const int rows = item_rows<G>(t, it, row0);
   const int units = rows * group * NU;
   const int head0 = it.hk * group;
   const uint16_t* x = t.x + it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(head0) * t.xs_h;
@@ -491,9 +573,10 @@ __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared
 
 // Thread 0: the slot's scale (torch's arithmetic: fp32 reciprocal, then times 448; not 448 /
 // amax, which rounds differently for about a quarter of all amax values), and the descale.
+template <class G>
 __device__ __forceinline__ float slot_scale(const Args& a, const Tensor& t, const Item& it, bool wait) {
   if (wait) {
-    const unsigned need = unsigned(t.items_per_slot);
+    const unsigned need = slot_items<G>(t, it);
     if (load_acquire(a.done + it.slot) < need) {
       const unsigned long long start = global_timer_ns();
       while (load_acquire(a.done + it.slot) < need) {
@@ -559,7 +642,7 @@ __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm, con
 template <int D, bool kRotate, class In, class G>
 __device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool wait, Shared<G>& sm,
                           const uint16_t* stage) {
-  if (threadIdx.x == 0) sm.scale = slot_scale(a, t, it, wait);
+  if (threadIdx.x == 0) sm.scale = slot_scale<G>(a, t, it, wait);
   __syncthreads();
   if constexpr (fp8_vt_head_dim(D) && !kRotate) {  // V^T: v, never rotated (the API refuses both)
     if (t.vt) {
@@ -604,7 +687,8 @@ __device__ __forceinline__ void run_item_d(const Args& a, const Tensor& t, const
 // stage: the item's x in shared memory (staged kernel), or nullptr (direct kernel).
 template <class In, class G>
 __device__ void run_item(const Args& a, bool cast, int j, bool wait, Shared<G>& sm, const uint16_t* stage) {
-  const Item it = decode_item(a, j);
+  const Item it = decode_item<G>(a, j);
+  if (it.chunk < 0) return;  // a varlen tensor's spare item (uniform over the CTA)
   const Tensor& t = a.t[it.tensor];
   switch (t.head_dim) {  // validated by the API: one of these
     case 64: run_item_d<64, In>(a, t, it, cast, wait, sm, stage); break;
@@ -638,16 +722,17 @@ __device__ void build_sign_masks(const Args& a, Shared<G>& sm) {
   }
 }
 
-template <class In>
+template <class In, bool kVarlen>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     quantize_kernel(const __grid_constant__ Args a, Mode mode) {
-  __shared__ __align__(16) Shared<Direct> sm;
+  using G = DirectG<kVarlen>;
+  __shared__ __align__(16) Shared<G> sm;
   build_sign_masks(a, sm);
   if (mode != Mode::kFused) {  // one pass, items statically strided over the grid
     __syncthreads();
     const bool cast = mode == Mode::kCastOnly;
     for (int j = blockIdx.x; j < a.items; j += gridDim.x) {
-      run_item<In, Direct>(a, cast, j, /*wait=*/false, sm, nullptr);
+      run_item<In, G>(a, cast, j, /*wait=*/false, sm, nullptr);
       __syncthreads();  // the item's shared memory (warp maxima, scale) is free again
     }
     return;
@@ -664,7 +749,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     bool cast;
     int j;
     item_at(a, pos, cast, j);
-    run_item<In, Direct>(a, cast, j, /*wait=*/true, sm, nullptr);
+    run_item<In, G>(a, cast, j, /*wait=*/true, sm, nullptr);
     __syncthreads();  // the prefetched position is visible; the item's shared memory is free
     buf ^= 1;
   }
@@ -694,14 +779,15 @@ struct ItemLoad {
   bool cast;          // a B item: the chunk's last read
 };
 
+template <class G>
 __device__ __forceinline__ ItemLoad item_load(const Args& a, Mode mode, int pos) {
   bool cast;
   int j;
   position_item(a, mode, pos, cast, j);
-  const Item it = decode_item(a, j);
+  const Item it = decode_item<G>(a, j);
   const Tensor& t = a.t[it.tensor];
-  const int row0 = it.chunk * t.rows_per_item;
-  const int rows = max(0, min(t.rows_per_item, t.seqlen - row0));
+  const int row0 = item_row0<G>(t, it);
+  const int rows = item_rows<G>(t, it, row0);  // 0 for a spare item
   return {&t, t.x + it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(it.hk) * t.group * t.xs_h, rows * t.group,
           cast};
 }
@@ -729,7 +815,7 @@ __device__ void claim_and_bulk_load(const Args& a, Mode mode, int k, int s, uint
   pos = __shfl_sync(0xffffffffu, pos, 0);
   if (lane == 0) stage_pos[s] = pos;
   if (pos >= position_end(a, mode)) return;
-  const ItemLoad ld = item_load(a, mode, pos);
+  const ItemLoad ld = item_load<G>(a, mode, pos);
   const Tensor& t = *ld.t;
   const uint32_t seg_bytes = uint32_t(t.head_dim) * 2u;
   if (lane == 0) mbar_arrive_expect_tx(full + s, uint32_t(ld.segs) * seg_bytes);
@@ -748,7 +834,7 @@ __device__ void claim_and_bulk_load(const Args& a, Mode mode, int k, int s, uint
 template <class G>
 __device__ void async_load_item(const Args& a, Mode mode, int pos, uint8_t* dst) {
   if (pos >= position_end(a, mode)) return;
-  const ItemLoad ld = item_load(a, mode, pos);
+  const ItemLoad ld = item_load<G>(a, mode, pos);
   const Tensor& t = *ld.t;
   const int per_seg = t.head_dim / kGroupElems;
   const int pieces = ld.segs * per_seg;
@@ -833,15 +919,40 @@ __device__ void staged_async(const Args& a, Mode mode, uint8_t* stages, Shared<G
   }
 }
 
-template <class In, Loader L>
+template <class In, Loader L, bool kVarlen>
 __global__ void __launch_bounds__(kThreads, kStagedBlocksPerSm)
     staged_quantize_kernel(const __grid_constant__ Args a, Mode mode) {
-  using G = Staged;
+  using G = StagedG<kVarlen>;
   extern __shared__ __align__(128) uint8_t stages[];  // G::kStages items of x, G::kStageBytes each
   __shared__ __align__(16) Shared<G> sm;
   build_sign_masks(a, sm);
   if constexpr (L == Loader::kBulk) staged_bulk<In, G>(a, mode, stages, sm);
   else staged_async<In, G>(a, mode, stages, sm);
+}
+
+// ---- varlen: the item prefix ------------------------------------------------------------------
+// One warp per varlen tensor: prefix[b] = the items of slots b' < b (per hk), each slot
+// max(1, ceil(rows / rows_per_item)) items; prefix[batch] = all of them. Launched before the
+// quantization kernel, which decodes its items with it (decode_varlen).
+__global__ void __launch_bounds__(32 * kMaxTensors) plan_kernel(const __grid_constant__ Args a) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (w >= a.num_tensors || !a.t[w].bounds) return;
+  const Tensor& t = a.t[w];
+  int carry = 0;
+  for (int base = 0; base < t.batch; base += 32) {
+    const int b = base + lane;
+    int n = 0;
+    if (b < t.batch) n = max(1, (max(0, bound_at(t, b + 1) - bound_at(t, b)) + t.rows_per_item - 1) / t.rows_per_item);
+    int x = n;  // inclusive scan over the warp
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    if (b < t.batch) t.prefix[b] = carry + x - n;
+    carry += __shfl_sync(0xffffffffu, x, 31);
+  }
+  if (lane == 0) t.prefix[t.batch] = carry;
 }
 
 // ---- host side -------------------------------------------------------------------------------
@@ -896,8 +1007,15 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int item_units, int* max_items
     t.items_per_slot = std::max(1, (s.seqlen + t.rows_per_item - 1) / t.rows_per_item);
     t.first_item = int(items);
     t.first_slot = int(slots);
+    t.bounds = s.row_bounds;
+    t.prefix = nullptr;  // launch() places it in the workspace
+    t.batch = s.batch;
     const int64_t n_slots = int64_t(s.batch) * s.heads_k;
-    items += n_slots * t.items_per_slot;
+    // Varlen: each slot has max(1, ceil(rows / rows_per_item)) items, which sum to at most
+    // ceil(seqlen / rows_per_item) + batch per hk (seqlen = the packed rows); the host knows
+    // only that bound (the slots' rows are in device memory), and one slot may have them all.
+    items += t.bounds ? (s.batch > 0 ? int64_t(s.heads_k) * (t.items_per_slot + s.batch) : 0)
+                      : n_slots * t.items_per_slot;
     slots += n_slots;
     *max_items_per_slot = std::max(*max_items_per_slot, t.items_per_slot);
     *item_bytes = std::max<int64_t>(*item_bytes, int64_t(t.rows_per_item) * units_per_row * kUnitElems * 2);
@@ -910,7 +1028,7 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int item_units, int* max_items
 // The staged kernel's dynamic shared memory (its ring) and carveout, set on every launch as the
 // attention kernels do (a function's attributes belong to the device it runs on), and its
 // resident CTAs per SM, asked once per device. 0 CTAs: it cannot run (then the direct one does).
-template <class In, Loader L>
+template <class In, Loader L, bool kVarlen>
 int staged_blocks_per_sm() {
   constexpr int kBytes = Staged::kStages * Staged::kStageBytes;
   constexpr int kMaxDevices = 64;
@@ -920,19 +1038,19 @@ int staged_blocks_per_sm() {
     (void)cudaGetLastError();
     return 0;
   }
-  if (cudaFuncSetAttribute(staged_quantize_kernel<In, L>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) !=
+  if (cudaFuncSetAttribute(staged_quantize_kernel<In, L, kVarlen>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) !=
       cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
   // All of L1's share to shared memory: the kernel reads x only through its stages.
-  if (cudaFuncSetAttribute(staged_quantize_kernel<In, L>, cudaFuncAttributePreferredSharedMemoryCarveout,
+  if (cudaFuncSetAttribute(staged_quantize_kernel<In, L, kVarlen>, cudaFuncAttributePreferredSharedMemoryCarveout,
                            int(cudaSharedmemCarveoutMaxShared)) != cudaSuccess) {
     (void)cudaGetLastError();
   }
   int n = cached[dev].load(std::memory_order_relaxed) - 1;
   if (n < 0) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, staged_quantize_kernel<In, L>, kThreads, kBytes) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, staged_quantize_kernel<In, L, kVarlen>, kThreads, kBytes) !=
         cudaSuccess) {
       (void)cudaGetLastError();
       n = 0;
@@ -942,13 +1060,19 @@ int staged_blocks_per_sm() {
   return n;
 }
 
-template <class In>
+// The resident CTAs per SM of the staged kernel with this loader (0: it cannot run).
+template <class In, bool kVarlen>
+int staged_blocks(Loader loader) {
+  return loader == Loader::kBulk ? staged_blocks_per_sm<In, Loader::kBulk, kVarlen>()
+                                 : staged_blocks_per_sm<In, Loader::kAsync, kVarlen>();
+}
+
+// kVarlen: some tensor has row_bounds (the kernels' varlen instantiations).
+template <class In, bool kVarlen>
 int launch(const Fp8QuantizeParams& p) {
   const KernelChoice choice = kernel_choice();
   const Loader loader = choice.kernel == 2 ? Loader::kAsync : Loader::kBulk;
-  const int staged_blocks = choice.kernel == 0               ? 0
-                            : loader == Loader::kBulk ? staged_blocks_per_sm<In, Loader::kBulk>()
-                                                      : staged_blocks_per_sm<In, Loader::kAsync>();
+  const int staged_blocks = choice.kernel == 0 ? 0 : quant::staged_blocks<In, kVarlen>(loader);
   if (choice.kernel != 0 && choice.forced && staged_blocks == 0) return int(cudaErrorInvalidConfiguration);
   const bool staged = staged_blocks > 0;
   Args a{};
@@ -960,16 +1084,23 @@ int launch(const Fp8QuantizeParams& p) {
   a.amax = static_cast<unsigned*>(p.workspace);
   a.done = a.amax + slots;
   a.next = a.done + slots;
-  cudaError_t err = cudaMemsetAsync(p.workspace, 0, fp8_quantize_workspace_bytes(slots), stream);
+  int64_t prefix_entries = 0;
+  for (int i = 0; i < a.num_tensors; ++i) {
+    if (!a.t[i].bounds) continue;
+    a.t[i].prefix = reinterpret_cast<int*>(a.next + 1) + prefix_entries;
+    prefix_entries += a.t[i].batch + 1;
+  }
+  cudaError_t err = cudaMemsetAsync(p.workspace, 0, fp8_quantize_workspace_bytes(slots, prefix_entries), stream);
   if (err != cudaSuccess) return int(err);
+  if (prefix_entries > 0) plan_kernel<<<1, 32 * kMaxTensors, 0, stream>>>(a);
   const auto run = [&](Mode mode, int grid) {
     constexpr int kStageSmem = Staged::kStages * Staged::kStageBytes;
     if (staged && loader == Loader::kBulk) {
-      staged_quantize_kernel<In, Loader::kBulk><<<grid, kThreads, kStageSmem, stream>>>(a, mode);
+      staged_quantize_kernel<In, Loader::kBulk, kVarlen><<<grid, kThreads, kStageSmem, stream>>>(a, mode);
     } else if (staged) {
-      staged_quantize_kernel<In, Loader::kAsync><<<grid, kThreads, kStageSmem, stream>>>(a, mode);
+      staged_quantize_kernel<In, Loader::kAsync, kVarlen><<<grid, kThreads, kStageSmem, stream>>>(a, mode);
     } else {
-      quantize_kernel<In><<<grid, kThreads, 0, stream>>>(a, mode);
+      quantize_kernel<In, kVarlen><<<grid, kThreads, 0, stream>>>(a, mode);
     }
   };
 
@@ -996,13 +1127,20 @@ int launch(const Fp8QuantizeParams& p) {
   return int(cudaGetLastError());
 }
 
+template <class In>
+int launch_any(const Fp8QuantizeParams& p) {
+  bool varlen = false;
+  for (int i = 0; i < p.num_tensors; ++i) varlen |= p.tensors[i].row_bounds != nullptr;
+  return varlen ? launch<In, true>(p) : launch<In, false>(p);
+}
+
 }  // namespace flashcute::sm90::quant
 
 namespace flashcute {
 
 int run_fp8_quantize_sm90(const Fp8QuantizeParams& params) {
-  if (params.dtype == FLASHCUTE_DTYPE_BF16) return sm90::quant::launch<sm90::quant::Bf16>(params);
-  if (params.dtype == FLASHCUTE_DTYPE_FP16) return sm90::quant::launch<sm90::quant::Fp16>(params);
+  if (params.dtype == FLASHCUTE_DTYPE_BF16) return sm90::quant::launch_any<sm90::quant::Bf16>(params);
+  if (params.dtype == FLASHCUTE_DTYPE_FP16) return sm90::quant::launch_any<sm90::quant::Fp16>(params);
   return int(cudaErrorInvalidValue);
 }
 
