@@ -74,6 +74,8 @@ def test_wheel_tag():
         with zipfile.ZipFile(w) as z:
             names = z.namelist()
             assert "flashcute/libflashcute.so" in names and "flashcute/_lib.py" in names, names
+            libs = [n for n in names if "libflashcute" in n]
+            assert libs == ["flashcute/libflashcute.so"], f"the library once, no versioned copies: {libs}"
             meta = next(n for n in names if n.endswith(".dist-info/WHEEL"))
             assert "Tag: py3-none-linux_x86_64" in z.read(meta).decode()
 
@@ -121,3 +123,16 @@ def test_installed_wheel_tag():
         pytest.skip("installed without a WHEEL file (not from a wheel)")
     tags = [line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:")]
     assert tags == ["py3-none-linux_x86_64"], tags
+
+
+def test_installed_library_once():
+    """The installed package holds the library once: no versioned copy beside it (a wheel carries
+    no symlinks, so a CMake VERSION turned into a second 30 MB file)."""
+    import importlib.metadata as md
+
+    try:
+        dist = md.distribution("flashcute")
+    except md.PackageNotFoundError:
+        pytest.skip("flashcute is not installed (running from a source tree via FLASHCUTE_LIBRARY)")
+    libs = sorted(str(f) for f in (dist.files or []) if "libflashcute" in str(f))
+    assert libs == ["flashcute/libflashcute.so"], libs

@@ -259,3 +259,74 @@ def test_small_lag_deadlocks_with_one_resident_cta():
     with one resident CTA it never comes (why the kernel clamps the lag up)."""
     hung = [run(seed, [6, 6], ctas=1, resident=1, stages=3, lag=1) for seed in range(5)]
     assert all(h is not None and "deadlock" in h for h in hung)
+
+
+# ---- varlen: the plan kernel's prefix and decode_varlen, ported ----------------------------------
+def plan_prefix(bounds, rows_per_item):
+    """plan_kernel: prefix[b] = items of slots before b (per kv head), each max(1, ceil(rows / R))."""
+    seqlen = bounds[-1]
+    clamp = [min(max(x, 0), seqlen) for x in bounds]
+    n = [max(1, -(-max(0, clamp[b + 1] - clamp[b]) // rows_per_item)) for b in range(len(bounds) - 1)]
+    prefix = [0]
+    for x in n:
+        prefix.append(prefix[-1] + x)
+    return prefix, clamp
+
+
+def decode_varlen(local, prefix, clamp, heads_k, rows_per_item):
+    """decode_varlen: (b, hk, chunk, row0, rows, slot_items), chunk -1 for a spare item."""
+    batch = len(prefix) - 1
+    spare = local >= prefix[batch] * heads_k
+    if spare:
+        local = 0
+    c = local // heads_k
+    top = (batch - 1).bit_length() - 1 if batch > 1 else -1
+    lo = 0
+    for i in range(27, -1, -1):
+        if i > top:
+            continue
+        mid = lo + (1 << i)
+        if mid < batch and prefix[mid] <= c:
+            lo = mid
+    first, n = prefix[lo], prefix[lo + 1] - prefix[lo]
+    rem = local - first * heads_k
+    hk, chunk = rem // n, rem - (rem // n) * n
+    row0 = clamp[lo] + chunk * rows_per_item
+    rows = 0 if spare else max(0, min(rows_per_item, clamp[lo + 1] - row0))
+    return lo, hk, -1 if spare else chunk, row0, rows, n
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_varlen_decode_covers_every_row_once(seed):
+    """Over the host's item bound (heads_k * (ceil(seqlen / R) + batch)), the decoded items cover
+    every row of every (slot, kv head) exactly once, each slot's items are consecutive and
+    counted as slot_items, every item of a slot has rows (or the slot is empty and has one item),
+    and the items past the prefix's total are spare."""
+    rng = random.Random(seed)
+    batch = rng.choice([1, 2, 3, 7, 33])
+    lens = [rng.choice([0, 1, 5, 64, 100, 300]) for _ in range(batch)]
+    bounds = [0]
+    for x in lens:
+        bounds.append(bounds[-1] + x)
+    heads_k, rows_per_item = rng.choice([1, 2, 4]), rng.choice([8, 32, 64])
+    prefix, clamp = plan_prefix(bounds, rows_per_item)
+    seqlen = bounds[-1]
+    items_bound = heads_k * (max(1, -(-seqlen // rows_per_item)) + batch)
+    assert prefix[batch] * heads_k <= items_bound
+    seen = {}
+    last_local = {}
+    for local in range(items_bound):
+        b, hk, chunk, row0, rows, n = decode_varlen(local, prefix, clamp, heads_k, rows_per_item)
+        if local >= prefix[batch] * heads_k:
+            assert chunk == -1 and rows == 0
+            continue
+        assert 0 <= b < batch and 0 <= hk < heads_k and 0 <= chunk < n == prefix[b + 1] - prefix[b]
+        if (b, hk) in last_local:
+            assert last_local[(b, hk)] == local - 1, "a slot's items are not consecutive"
+        last_local[(b, hk)] = local
+        assert rows > 0 or lens[b] == 0
+        for r in range(row0, row0 + rows):
+            assert clamp[b] <= r < clamp[b + 1]
+            assert (b, hk, r) not in seen
+            seen[(b, hk, r)] = local
+    assert len(seen) == heads_k * seqlen
