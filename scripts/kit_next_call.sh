@@ -51,4 +51,9 @@ timeout 60 python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 1024,40
     FLASHCUTE_FP8_QUANTIZE_STAGED=$K timeout 50 ncu --clock-control none --kernel-name regex:quantize --launch-skip 2 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
       python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096; done > $OUT/ncu_quant.txt 2>&1; tail -3 $OUT/ncu_quant.txt
+
+If machines are scarce (one call only, ~8 min; carry [".carry/ablation", ".carry/candsq"]): the quantizer's
+and the FP8 mode's tests on the candidate (all three quantizer kernels, varlen), the FP8 mode's timings,
+the smoke test and a 2-round A/B of the kit (no sanitizers, traces or ncu):
+python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/candsq/flashcute-*.whl > $OUT/install.txt 2>&1; timeout 240 python3 -m pytest -q tests/test_gpu_fp8_quantize.py tests/test_gpu_fp8.py -k "quantize or colmajor or mode" -p no:cacheprovider > $OUT/pytest_quant.txt 2>&1; tail -4 $OUT/pytest_quant.txt; timeout 90 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096,16384 --causal no --json $OUT/fp8_mode.json > $OUT/fp8_mode.txt 2>&1; tail -6 $OUT/fp8_mode.txt; timeout 60 python3 benchmarks/smoke_ablation.py --dir .carry/ablation > $OUT/smoke.txt 2>&1; tail -2 $OUT/smoke.txt; timeout 200 python3 benchmarks/bench_ablation.py --dir .carry/ablation --seqlens 1024,4096,16384 --rounds 2 --rep 100 --json $OUT/ab.json > $OUT/ab.txt 2>&1; tail -60 $OUT/ab.txt
 EOF
