@@ -31,6 +31,12 @@
 // It processes its claimed positions in increasing order, so the deadlock argument below holds
 // for any number of positions claimed ahead.
 //
+// Varlen tensors (row_bounds): slots are packed row ranges of different lengths, so a slot has
+// max(1, ceil(rows / rows_per_item)) items; a one-CTA plan kernel writes their prefix into the
+// workspace, decode_varlen finds an item's slot in it, and the host sizes the schedule with a
+// bound (the items past the prefix's total do nothing). Such launches use the kernels' varlen
+// instantiations (Geometry::kVarlen); the dense ones keep their code.
+//
 // FLASHCUTE_FP8_QUANTIZE_LAG (environment, read per call) overrides the lag: an integer >= 0
 // (clamped up to the smallest safe lag; very large = every A item before every B item), or -1:
 // the two passes as two launches, with no waiting at all (x is then read twice from HBM).
