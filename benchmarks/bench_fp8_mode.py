@@ -131,21 +131,26 @@ def runners(case, torch, flashcute):
         "quant-cuda": quant("cuda"),
         # V^T only where the mode writes it (flashcute.fp8.v_colmajor_applies): n/a elsewhere
         "quant-vt": quant("auto", vt=True) if d in (128, 256) and hk == h else None,
-        "quant-vt-staged": quant("auto", vt=True) if d in (128, 256) and hk == h else None,
-        "quant-vt-async": quant("auto", vt=True) if d in (128, 256) and hk == h else None,
         "quant-torch": quant("torch"),
         "quant-varlen-cuda": quant_varlen("cuda"),
         "quant-varlen-torch": quant_varlen("torch"),
         "fp8-kernel": lambda: fai.flash_attn_func(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd,
                                                   v_descale=vd),
         "fp8-mode": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True),
-        "fp8-mode-staged": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True),
-        "fp8-mode-async": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True),
         "fp8-mode-norot": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=norot),
         "fp8-mode-vtrans": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=vtrans),
         "bf16": lambda: flashcute.flash_attn_func(q, k, v, causal=causal),
         "cudnn": cudnn,
     }
+
+
+def split_column(col):
+    """A column -> (the runner it times, FLASHCUTE_FP8_QUANTIZE_STAGED for it or None): a
+    -staged / -async column times its base column's call under that quantizer kernel."""
+    for suffix, value in STAGED_SUFFIX.items():
+        if col.endswith(suffix):
+            return col[:-len(suffix)], value
+    return col, None
 
 
 def quant_bytes(case):
@@ -195,17 +200,18 @@ def main(argv=None):
         rec = dict(case, ms={}, tflops={}, errors={})
         fns = runners(case, torch, flashcute)
         for col in a.columns:
-            if fns.get(col) is None:  # not applicable to this case
+            base, staged = split_column(col)
+            fn = fns.get(base)
+            if fn is None:  # not applicable to this case
                 rec["ms"][col] = None
                 continue
-            staged = next((v for suf, v in STAGED_SUFFIX.items() if col.endswith(suf)), None)
             saved = os.environ.get(STAGED_ENV)
             try:
                 if staged:  # read by the library on every call
                     os.environ[STAGED_ENV] = staged
-                fns[col]()
+                fn()
                 torch.cuda.synchronize()
-                ms = bench(fns[col])
+                ms = bench(fn)
                 rec["ms"][col] = ms
                 if col in ("fp8-kernel", "fp8-mode-norot", "fp8-mode-vtrans", "bf16", "cudnn") + MODE_COLUMNS:
                     rec["tflops"][col] = tflops(case["flops"], ms)

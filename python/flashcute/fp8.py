@@ -457,10 +457,14 @@ def _quantize_cuda(jobs, heads_k, seed, outs=None, vt_last=False):
                  torch.empty((x.shape[0] if cu is None else cu.shape[0], heads_k), dtype=torch.float32, device=dev))
                 for i, (x, _, cu) in enumerate(jobs)]
     args, keep, results = [], [], []
+    bounds = {}  # (id(cu_seqlens), rows) -> row_bounds, made once: k and v share cu_seqlens_k
     for i, ((x, rotate, cu), (x8, descale)) in enumerate(zip(jobs, outs)):
         if cu is not None:  # varlen: batch + 1 slots of packed rows
             results.append((x8, descale[:-1]))
-            args.append(_varlen_args(x, cu, x8, descale, rotate, seed, heads_k, keep))
+            key = (id(cu), x.shape[0])
+            if key not in bounds:
+                bounds[key] = _row_bounds(cu, x.shape[0])
+            args.append(_varlen_args(x, bounds[key], x8, descale, rotate, seed, heads_k, keep))
             continue
         results.append((x8, descale))
         b, s, h, d = x.shape
@@ -507,16 +511,15 @@ def _set_common_args(a, x, rotate, seed, heads_k):
         a.rotation_signs[:] = _sign_bits(d, seed)
 
 
-def _varlen_args(x, cu, x8, descale, rotate, seed, heads_k, keep):
-    """A varlen job's flashcute_fp8_quantize_args: x packed (total, h, d), batch + 1 slots given
-    by _row_bounds (device memory, kept alive in `keep` with any copy of x)."""
+def _varlen_args(x, bounds, x8, descale, rotate, seed, heads_k, keep):
+    """A varlen job's flashcute_fp8_quantize_args: x packed (total, h, d), the batch + 1 slots of
+    `bounds` (_row_bounds; device memory, kept alive in `keep` with any copy of x)."""
     total, h, d = x.shape
-    batch = cu.shape[0] - 1
+    batch = bounds.shape[0] - 2
     if tuple(x8.shape) != tuple(x.shape) or not x8.is_contiguous() or descale.shape != (batch + 1, heads_k) \
             or not descale.is_contiguous():
         raise ValueError("outs: contiguous x8 of x's shape and descale (batch + 1, heads_k) expected for varlen")
     a = _lib.Fp8QuantizeArgs()
-    bounds = _row_bounds(cu, total)
     keep.append(bounds)
     a.row_bounds = bounds.data_ptr()
     if total > 0:

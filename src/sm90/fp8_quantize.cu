@@ -56,6 +56,10 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include <cute/arch/copy_sm80.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cutlass/arch/barrier.h>
+
 #include "common/fp8_quantize_params.h"
 #include "common/params.h"
 #include "flashcute/flashcute.h"
@@ -202,37 +206,9 @@ __device__ __forceinline__ unsigned long long global_timer_ns() {
   return t;
 }
 
-// ---- the staged kernel's mbarriers and bulk copies (shared::cta addresses) ----------------------
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
-}
-
-// Makes the initialised barriers visible to the async proxy (the bulk copies complete on them).
-__device__ __forceinline__ void mbar_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-
-// The phase's one arrival, announcing `bytes` of bulk copies that will complete on it.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
+// ---- the staged kernel's copies ----------------------------------------------------------------
+// Its mbarriers and cp.async groups are CUTLASS's / CuTe's (as in the attention kernel); the
+// copies below add what those lack, the L2 evict-first hint of a chunk's last read.
 // `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory,
 // completing on `bar`. kLastUse: the chunk's second read (B): its L2 lines may go first.
 template <bool kLastUse>
@@ -242,13 +218,11 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
     asm volatile(
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
-            "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+            "r"(cute::cast_smem_ptr_to_uint(dst)), "l"(src), "r"(bytes), "r"(cute::cast_smem_ptr_to_uint(bar)),
+            "l"(policy)
         : "memory");
   } else {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_addr(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
-                 : "memory");
+    cute::SM90_BULK_COPY_G2S::copy(src, bar, dst, int32_t(bytes));
   }
 }
 
@@ -258,19 +232,13 @@ __device__ __forceinline__ void async_load16(void* dst, const void* src) {
   if constexpr (kLastUse) {
     uint64_t policy;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
-                 "l"(policy)
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(cute::cast_smem_ptr_to_uint(dst)),
+                 "l"(src), "l"(policy)
                  : "memory");
   } else {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+    cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>::copy(*static_cast<const cute::uint128_t*>(src),
+                                                           *static_cast<cute::uint128_t*>(dst));
   }
-}
-
-__device__ __forceinline__ void async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-template <int kPending>
-__device__ __forceinline__ void async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 // Two fp32 values -> two e4m3 bytes (lo at the lower address), round to nearest even, finite
@@ -824,7 +792,7 @@ __device__ void claim_and_bulk_load(const Args& a, Mode mode, int k, int s, uint
   const ItemLoad ld = item_load<G>(a, mode, pos);
   const Tensor& t = *ld.t;
   const uint32_t seg_bytes = uint32_t(t.head_dim) * 2u;
-  if (lane == 0) mbar_arrive_expect_tx(full + s, uint32_t(ld.segs) * seg_bytes);
+  if (lane == 0) cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full + s, uint32_t(ld.segs) * seg_bytes);
   __syncwarp();
   uint8_t* dst = stages + s * G::kStageBytes;
   for (int i = lane; i < ld.segs; i += 32) {
@@ -861,8 +829,8 @@ __device__ void staged_bulk(const Args& a, Mode mode, uint8_t* stages, Shared<G>
   const bool warp0 = threadIdx.x < 32;
   if (threadIdx.x == 0) {
 #pragma unroll
-    for (int s = 0; s < G::kStages; ++s) mbar_init(full + s, 1);
-    mbar_init_fence();
+    for (int s = 0; s < G::kStages; ++s) cutlass::arch::ClusterTransactionBarrier::init(full + s, 1);
+    cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
   if (warp0) {
@@ -884,7 +852,7 @@ __device__ void staged_bulk(const Args& a, Mode mode, uint8_t* stages, Shared<G>
     bool cast;
     int j;
     position_item(a, mode, pos, cast, j);
-    mbar_wait(full + s, uint32_t(k / G::kStages) & 1u);
+    cutlass::arch::ClusterTransactionBarrier::wait(full + s, uint32_t(k / G::kStages) & 1u);
     run_item<In, G>(a, cast, j, /*wait=*/mode == Mode::kFused, sm,
                     reinterpret_cast<const uint16_t*>(stages + s * G::kStageBytes));
     __syncthreads();  // stage s and the item's shared memory are free
@@ -904,20 +872,20 @@ __device__ void staged_async(const Args& a, Mode mode, uint8_t* stages, Shared<G
   __syncthreads();
   for (int i = 0; i < S - 1; ++i) {
     async_load_item<G>(a, mode, ring[i], stages + i * G::kStageBytes);
-    async_commit();
+    cute::cp_async_fence();
   }
   const int end = position_end(a, mode);
   for (int k = 0;; ++k) {
     // Item k + S - 1 into the stage item k - 1 left (free since the __syncthreads ending it).
     async_load_item<G>(a, mode, ring[(k + S - 1) % R], stages + ((k + S - 1) % S) * G::kStageBytes);
-    async_commit();
+    cute::cp_async_fence();
     if (threadIdx.x == 0) ring[(k + S) % R] = claim_position(a, mode, k + S);  // item k - 1's slot
     const int pos = ring[k % R];
     if (pos >= end) break;  // positions grow with k: nothing later was loaded
     bool cast;
     int j;
     position_item(a, mode, pos, cast, j);
-    async_wait<S - 1>();  // this thread's pieces of item k landed (items k + 1 .. k + S - 1 may not)
+    cute::cp_async_wait<S - 1>();  // this thread's pieces of item k landed (items k + 1 .. k + S - 1 may not)
     __syncthreads();      // everyone's pieces; the claim above published
     run_item<In, G>(a, cast, j, /*wait=*/mode == Mode::kFused, sm,
                     reinterpret_cast<const uint16_t*>(stages + (k % S) * G::kStageBytes));
