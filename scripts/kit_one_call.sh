@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The whole prepared kit in ONE device call (carry [".carry/ablation", ".carry/trace", ".carry/candsq"]),
+# steps in order of what a decision needs most, each under its own timeout, so that a call cut short
+# (or a machine taken back late) still returns the first results. Measured on run 89: the full test
+# run + sanitizers ~200 s, the benchmarks a few seconds per case; the whole script ~8-9 min.
+#   device run:  scripts/kit_one_call.sh
+# Files under $OUT (at most 8 come back): log.txt, pytest-sm80.txt, pytest-sm90.txt, sanitize.txt
+# (gpu_check.sh), fp8_mode.json, bench_bf16.json, ab.json and kit.tgz (everything else).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/flashcute-out}"; mkdir -p "$OUT" "$OUT/kit"
+K="$OUT/kit"
+t0=$(date +%s)
+say() { echo "[kit +$(( $(date +%s) - t0 ))s] $*" | tee -a "$K/steps.txt"; }
+
+# 1. The candidate wheel (split Q = 1, VT_TILE = 1, staged + varlen quantizer): every test and
+#    the sanitizers (gpu_check.sh installs it from .carry/).
+cp .carry/candsq/*.whl .carry/candsq/ptxas.txt .carry/
+say "tests + sanitizers (candidate)"
+PYTEST_TIMEOUT="${PYTEST_TIMEOUT:-240}" SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-90}" scripts/gpu_check.sh --tests-only
+
+# 2. The FP8 mode end to end with each quantizer kernel (issue 6's mode bar), and the bf16 bars of
+#    issue 5 with the candidate library (split Q), three rounds per case (steady state).
+say "FP8 mode"
+timeout 100 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096,16384 --causal both \
+  --json "$OUT/fp8_mode.json" > "$K/fp8_mode.txt" 2>&1; tail -12 "$K/fp8_mode.txt"
+say "bf16 steady state (candidate)"
+timeout 90 python3 benchmarks/bench_attention.py --impls flashcute,cudnn --backend sm90 --hdims 64,128 \
+  --seqlens 1024,4096 --causal both --rounds 3 --json "$OUT/bench_bf16.json" > "$K/bench_bf16.txt" 2>&1
+tail -12 "$K/bench_bf16.txt"
+
+# 3. The harness A/B (split Q per family, the V^T kernel's registers and P buffers).
+say "smoke + A/B"
+timeout 100 python3 benchmarks/smoke_ablation.py --dir .carry/ablation > "$K/smoke.txt" 2>&1
+tail -3 "$K/smoke.txt"
+timeout 200 python3 benchmarks/bench_ablation.py --dir .carry/ablation --seqlens 1024,4096,16384 --rounds 3 \
+  --rep 100 --json "$OUT/ab.json" > "$K/ab.txt" 2>&1
+tail -60 "$K/ab.txt"
+
+# 4. The staged quantizer's claim lag, the traces, racecheck of the split-Q harness builds, ncu of
+#    the three quantizer kernels.
+say "quantizer lag"
+for L in 400 800 3000; do
+  FLASHCUTE_FP8_QUANTIZE_LAG=$L timeout 40 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096 \
+    --columns quant-vt,quant-vt-staged,quant-vt-async 2>&1 | grep '^hdim' | sed "s/^/lag $L: /"
+done | tee "$K/lag.txt"
+say "traces"
+timeout 60 python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 1024,4096 --out "$K/trace" > "$K/trace.txt" 2>&1
+tail -8 "$K/trace.txt"
+say "racecheck (split-Q harness builds)"
+timeout 120 compute-sanitizer --tool racecheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation --only sq \
+  --small --num-sms 5 > "$K/racecheck_kit.txt" 2>&1; tail -3 "$K/racecheck_kit.txt"
+say "ncu (quantizer kernels)"
+python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/candsq/flashcute-*.whl
+for S in 0 1 2; do
+  FLASHCUTE_FP8_QUANTIZE_STAGED=$S timeout 50 ncu --clock-control none --kernel-name regex:quantize --launch-skip 2 \
+    --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+    --section Occupancy python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096
+done > "$K/ncu_quant.txt" 2>&1; tail -3 "$K/ncu_quant.txt"
+say "done"
+tar czf "$OUT/kit.tgz" -C "$OUT" kit && rm -rf "$K"
