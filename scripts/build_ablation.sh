@@ -18,7 +18,8 @@ arch="-gencode=arch=compute_90a,code=sm_90a"
 cut=$(python3 -c "import cutlass_library; print(cutlass_library.source_path)")
 famnum="$family"; fp8=()
 if [ "$family" = 90f8 ]; then famnum=90; fp8=(-DABL_FP8=1); fi
-mkdir -p .carry/ablation
+dir="${ABL_DIR:-.carry/ablation}"  # ABL_DIR: another output folder (e.g. a second kit)
+mkdir -p "$dir"
 build() {  # name:flag1,flag2
   local name=${1%%:*} flags=${1#*:}
   IFS=, read -r -a extra <<< "$flags"
@@ -26,7 +27,7 @@ build() {  # name:flag1,flag2
     -Isrc -Iinclude -I"$cut/include" -I"$cut/tools/util/include" -DFAMILY="$famnum" "${fp8[@]}" -DHD="$hd" -DHDV="$hd" \
     -DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED -shared -Xcompiler -fPIC -Xcompiler -fvisibility=hidden \
     -Xlinker --exclude-libs,ALL "${extra[@]}" benchmarks/ablation/harness.cu \
-    -o ".carry/ablation/sm${family}_hd${hd}_${name}.so" 2>&1 | grep -E "spill|Used|C75" | sed "s/^/[$name] /"
+    -o "$dir/sm${family}_hd${hd}_${name}.so" 2>&1 | grep -E "spill|Used|C75" | sed "s/^/[$name] /"
 }
 # Two compile jobs at a time (the 2-core build machine).
 i=0
@@ -35,4 +36,4 @@ for s in "${specs[@]}"; do
   if [ $((i % 2)) -eq 0 ]; then wait; fi
 done
 wait
-ls -l .carry/ablation
+ls -l "$dir"

@@ -29,7 +29,8 @@ timeout 90 python3 benchmarks/bench_attention.py --impls flashcute,cudnn --backe
   --seqlens 1024,4096 --causal both --rounds 3 --json "$OUT/bench_bf16.json" > "$K/bench_bf16.txt" 2>&1
 tail -12 "$K/bench_bf16.txt"
 
-# 3. The harness A/B (split Q per family, the V^T kernel's registers and P buffers).
+# 3. The harness A/B (split Q per family, the direct-store epilogue with and without it, the V^T
+#    kernel's registers and P buffers).
 say "smoke + A/B"
 timeout 100 python3 benchmarks/smoke_ablation.py --dir .carry/ablation > "$K/smoke.txt" 2>&1
 tail -3 "$K/smoke.txt"
@@ -37,8 +38,8 @@ timeout 200 python3 benchmarks/bench_ablation.py --dir .carry/ablation --seqlens
   --rep 100 --json "$OUT/ab.json" > "$K/ab.txt" 2>&1
 tail -60 "$K/ab.txt"
 
-# 4. The staged quantizer's claim lag, the traces, racecheck of the split-Q harness builds, ncu of
-#    the three quantizer kernels.
+# 4. The staged quantizer's claim lag, the traces, racecheck of the split-Q harness builds, memcheck
+#    of the direct-store epilogue builds (ep, sqep), ncu of the three quantizer kernels.
 say "quantizer lag"
 for L in 400 800 3000; do
   FLASHCUTE_FP8_QUANTIZE_LAG=$L timeout 40 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096 \
@@ -50,6 +51,9 @@ tail -8 "$K/trace.txt"
 say "racecheck (split-Q harness builds)"
 timeout 120 compute-sanitizer --tool racecheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation --only sq \
   --small --num-sms 5 > "$K/racecheck_kit.txt" 2>&1; tail -3 "$K/racecheck_kit.txt"
+say "memcheck (direct-store epilogue harness builds)"
+timeout 100 compute-sanitizer --tool memcheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation --only ep \
+  --small --num-sms 5 > "$K/memcheck_ep.txt" 2>&1; tail -3 "$K/memcheck_ep.txt"
 say "ncu (quantizer kernels)"
 python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/candsq/flashcute-*.whl
 for S in 0 1 2; do

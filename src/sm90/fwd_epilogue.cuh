@@ -23,6 +23,15 @@ namespace flashcute::sm90 {
 
 using namespace cute;
 
+// A/B switch: O written straight from registers (4-byte stores of each thread's column pairs,
+// predicated per row), with no shared-memory staging, barriers or TMA store. Run 85's trace put
+// the staged epilogue at ~2,300 cycles per warpgroup and tile (previous store / barrier 271,
+// stmatrix + fence + barrier 457, TMA store issue 930): more than half a key block on the tile
+// boundary. Only where O has its own buffer (an aliased one must be released after its store).
+#ifndef FLASHCUTE_SM90_EPI_DIRECT
+#define FLASHCUTE_SM90_EPI_DIRECT 0
+#endif
+
 template <class Traits>
 struct Epilogue {
   using Element = typename Traits::ElementO;  // what is written: the output type
@@ -91,6 +100,11 @@ struct Epilogue {
     }
 
     Tensor rO = convert_fragment<Element>(tOrO);
+    if constexpr (kDirect) {
+      store_direct(p, seq, h, m_block, rO);
+      clear(tOrO);  // as below: ends the fp32 O's live range
+      return;
+    }
     // The fp32 O is dead from here until the next tile's first P V, but that wgmma lists it as
     // an input (its zero-init is a runtime flag), so ptxas would keep all of it live through the
     // store next to rO: at d=256 with 128-key FP8 tiles that spilled. Zeros end its live range.
@@ -135,6 +149,30 @@ struct Epilogue {
       __syncwarp();
       cutlass::arch::ClusterBarrier::arrive(Traits::kOAliasQ ? &ss.bar.q_empty[Traits::kSplitQ ? wg : 0]
                                                              : &ss.bar.o_free);
+    }
+  }
+
+  static constexpr bool kDirect = bool(FLASHCUTE_SM90_EPI_DIRECT) && !Traits::kOAliasQ && !Traits::kOAliasV;
+
+  // O from registers: in the P V accumulator's layout a thread holds column pairs (2c, 2c + 1)
+  // of its rows, stored as one 4-byte word each; a quad covers 16 contiguous bytes of a row.
+  template <class TensorR>
+  CUTE_DEVICE void store_direct(FwdParams const& p, SeqInfo const& seq, int h, int m_block, TensorR const& rO) const {
+    TiledMmaPV mma_pv;
+    auto thr_pv = mma_pv.get_thread_slice(tid);
+    Tensor cO = thr_pv.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
+    static_assert(decltype(size(rO))::value == decltype(size(cO))::value && decltype(size(rO))::value % 2 == 0);
+    Element* out = out_rows(p, seq, h);
+    const int row0 = m_block * kBlockM;
+    CUTE_UNROLL
+    for (int i = 0; i < size(rO); i += 2) {
+      const int row = row0 + int(get<0>(cO(i))), col = int(get<1>(cO(i)));
+      if (row < seq.seqlen_q) {
+        static_assert(sizeof(Element) == 2);
+        const uint32_t bits = uint32_t(reinterpret_cast<uint16_t const&>(rO(i))) |
+                        (uint32_t(reinterpret_cast<uint16_t const&>(rO(i + 1))) << 16);
+        *reinterpret_cast<uint32_t*>(out + int64_t(row) * p.o_row_stride + col) = bits;
+      }
     }
   }
 
