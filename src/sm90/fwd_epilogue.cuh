@@ -164,6 +164,10 @@ struct Epilogue {
     static_assert(decltype(size(rO))::value == decltype(size(cO))::value && decltype(size(rO))::value % 2 == 0);
     Element* out = out_rows(p, seq, h);
     const int row0 = m_block * kBlockM;
+    if constexpr (FLASHCUTE_SM90_EPI_DIRECT == 2) {
+      store_direct_quad(out, p.o_row_stride, row0, seq.seqlen_q, rO, cO);
+      return;
+    }
     CUTE_UNROLL
     for (int i = 0; i < size(rO); i += 2) {
       const int row = row0 + int(get<0>(cO(i))), col = int(get<1>(cO(i)));
@@ -172,6 +176,48 @@ struct Epilogue {
         const uint32_t bits = uint32_t(reinterpret_cast<uint16_t const&>(rO(i))) |
                         (uint32_t(reinterpret_cast<uint16_t const&>(rO(i + 1))) << 16);
         *reinterpret_cast<uint32_t*>(out + int64_t(row) * p.o_row_stride + col) = bits;
+      }
+    }
+  }
+
+  // =2: the quad's words exchanged first (a 4 x 4 transpose in two butterfly steps, 4 shuffles
+  // per 4 words) so that each lane stores 16 contiguous bytes: lane q of a quad takes 8-column
+  // group 4s + q of each 32-column span s. Fragment value i = pair + 2 (row half) + 4 (group).
+  template <class TensorR, class TensorC>
+  CUTE_DEVICE static void store_direct_quad(Element* out, int64_t row_stride, int row0, int seqlen_q,
+                                            TensorR const& rO, TensorC const& cO) {
+    constexpr int kGroupsN = kHeadDimV / 8;
+    static_assert(decltype(size(rO))::value == 4 * kGroupsN && kGroupsN % 4 == 0, "one m64 x dv accumulator");
+    const int q = threadIdx.x & 3;
+    auto word = [&](int rh, int g) {
+      return uint32_t(reinterpret_cast<uint16_t const&>(rO(2 * rh + 4 * g))) |
+             (uint32_t(reinterpret_cast<uint16_t const&>(rO(2 * rh + 4 * g + 1))) << 16);
+    };
+    CUTE_UNROLL
+    for (int rh = 0; rh < 2; ++rh) {
+      const int row = row0 + int(get<0>(cO(2 * rh)));
+      CUTE_UNROLL
+      for (int s4 = 0; s4 < kGroupsN / 4; ++s4) {
+        uint32_t w[4];
+        CUTE_UNROLL
+        for (int c = 0; c < 4; ++c) w[c] = word(rh, 4 * s4 + c);
+        // Step m (1, then 2): element (lane l, column c) with bit m of c != bit m of l swaps with
+        // (l ^ m, c ^ m): each lane sends, per column pair {c, c ^ m}, the one whose bit differs.
+        CUTE_UNROLL
+        for (int m = 1; m <= 2; m *= 2) {
+          const bool hi = (q & m) != 0;
+          CUTE_UNROLL
+          for (int c = 0; c < 4; ++c) {
+            if (c & m) continue;  // pair (c, c + m), c with bit m clear
+            const uint32_t send = hi ? w[c] : w[c + m];
+            const uint32_t got = __shfl_xor_sync(0xffffffffu, send, m);
+            if (hi) w[c] = got; else w[c + m] = got;
+          }
+        }
+        if (row < seqlen_q) {
+          *reinterpret_cast<uint4*>(out + int64_t(row) * row_stride + 8 * (4 * s4 + q)) =
+              make_uint4(w[0], w[1], w[2], w[3]);
+        }
       }
     }
   }
