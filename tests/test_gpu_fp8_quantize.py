@@ -265,6 +265,22 @@ def test_staged_kernel_equals_direct(lag, quantize_kernel, schedule, monkeypatch
         assert torch.equal(ad.view(torch.int32), bd.view(torch.int32)), f"output {i}: descales differ"
 
 
+def test_large_head_group_outgrows_a_stage(quantize_kernel, monkeypatch):
+    """A staged item is at least one row of all of its slot's heads: 40 q heads per k/v head at
+    d=256 (40 x 512 bytes) outgrow its 16 KB stage. Forced on, the staged kernel refuses (a CUDA
+    error, not a write past its ring); left to choose (the variable unset), the direct kernel
+    runs and the bytes are the torch path's."""
+    require_cuda_quantize(BF, 256, False)
+    x = make_input((2, 70, 40, 256), BF, seed=61)
+    if quantize_kernel != "direct":
+        with pytest.raises(RuntimeError, match="CUDA error"):
+            quantize_cuda([(x, False)], 1)
+        torch.cuda.synchronize()
+        monkeypatch.delenv("FLASHCUTE_FP8_QUANTIZE_STAGED")
+    (x8, ds), = quantize_cuda([(x, False)], 1)
+    check_against_torch(x, 1, False, x8, ds, "group 40 at d=256")
+
+
 # ---- varlen (packed rows, cu_seqlens: flashcute_fp8_quantize_args.row_bounds) ---------------------
 VARLEN_CASES = [  # (sequence lengths, rows before cu[0], rows after cu[batch], heads, heads_k)
     ([300, 1, 77, 2048], 0, 0, 8, 2),     # skewed lengths, GQA 4, a one-row sequence

@@ -27,7 +27,10 @@
 // one (FLASHCUTE_FP8_QUANTIZE_STAGED=1, environment, read per call) has warp 0 copy each item's
 // rows into a ring of shared-memory stages with bulk async copies (cp.async.bulk, one per row and
 // head) kStages - 1 items ahead of the one being computed, so the loads of three items per CTA
-// are in flight while the CTA computes; the arithmetic (and so every output byte) is the same.
+// are in flight while the CTA computes; =2 has every thread issue 16-byte cp.async (LDGSTS) into
+// the same ring, positions claimed one iteration ahead (a ring of kStages + 1 positions). The
+// arithmetic (and so every output byte) is the direct kernel's. An item is at least one row of
+// its slot's heads: where that outgrows a stage (large head groups) the direct kernel runs.
 // It processes its claimed positions in increasing order, so the deadlock argument below holds
 // for any number of positions claimed ahead.
 //
@@ -572,6 +575,7 @@ template <int D, class In, class G>
 __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm, const uint16_t* stage) {
   constexpr int kVtTileBytes = G::kVtTileBytes;
   constexpr int NU = D / kUnitElems, kKeys = kVtTileBytes / D;  // keys per item: direct 128 (D 128), 64 (D 256)
+  static_assert(kKeys % 32 == 0, "V^T items hold whole 32-key groups (the P permutation's span)");
   // The item's keys, padding included; computed again after the cast loop rather than held
   // through it (held, they spilled at the 64 registers of 4 CTAs per SM).
   const auto item_keys = [&](int& row0) {
@@ -853,6 +857,7 @@ __device__ void staged_bulk(const Args& a, Mode mode, uint8_t* stages, Shared<G>
     int j;
     position_item(a, mode, pos, cast, j);
     cutlass::arch::ClusterTransactionBarrier::wait(full + s, uint32_t(k / G::kStages) & 1u);
+    asm volatile("" ::: "memory");  // CUTLASS's wait has no memory clobber: keep the stage's loads below it
     run_item<In, G>(a, cast, j, /*wait=*/mode == Mode::kFused, sm,
                     reinterpret_cast<const uint16_t*>(stages + s * G::kStageBytes));
     __syncthreads();  // stage s and the item's shared memory are free
@@ -1048,11 +1053,20 @@ int launch(const Fp8QuantizeParams& p) {
   const Loader loader = choice.kernel == 2 ? Loader::kAsync : Loader::kBulk;
   const int staged_blocks = choice.kernel == 0 ? 0 : quant::staged_blocks<In, kVarlen>(loader);
   if (choice.kernel != 0 && choice.forced && staged_blocks == 0) return int(cudaErrorInvalidConfiguration);
-  const bool staged = staged_blocks > 0;
+  bool staged = staged_blocks > 0;
   Args a{};
   int max_items_per_slot = 1;
   int64_t item_bytes = 0;
-  const int64_t slots = plan(p, a, staged ? Staged::kUnits : Direct::kUnits, &max_items_per_slot, &item_bytes);
+  int64_t slots = plan(p, a, staged ? Staged::kUnits : Direct::kUnits, &max_items_per_slot, &item_bytes);
+  // An item holds at least one row of all of its slot's heads: with a large head group (from 33
+  // q heads per k/v head at d=256, 65 at d=128) that outgrows a 16 KB stage, and the staged
+  // copies would run into the next stage (or past the ring). The direct kernel has no such bound.
+  if (staged && item_bytes > Staged::kStageBytes) {
+    if (choice.forced) return int(cudaErrorInvalidConfiguration);
+    staged = false;
+    a = Args{};
+    slots = plan(p, a, Direct::kUnits, &max_items_per_slot, &item_bytes);
+  }
   if (a.items == 0) return int(cudaSuccess);  // batch 0: nothing to write
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   a.amax = static_cast<unsigned*>(p.workspace);
