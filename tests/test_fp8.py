@@ -533,6 +533,17 @@ def test_quantize_x8_vt_validation_and_fake_shapes():
         assert v8.shape == (2, 2, 128, 96) and v8.dtype == E4M3 and k8.shape == k.shape
 
 
+def test_row_bounds_of_a_decreasing_cu_seqlens_are_nondecreasing():
+    """An invalid cu_seqlens (decreasing somewhere) still gives the C ABI nondecreasing row_bounds
+    within [0, total] (a running max): with decreasing bounds the CUDA kernel's schedule could
+    hold more items than the host sized it for (review of session 25)."""
+    for cu_list, total in [([0, 167, 110, 30], 249), ([5, 3, 9, 1, 12], 12), ([0, 50, 40], 30)]:
+        bounds = F._row_bounds(torch.tensor(cu_list, dtype=torch.int32), total)
+        assert int(bounds[0]) == 0 and int(bounds[-1]) == total, (cu_list, bounds)
+        assert bool((bounds[1:] >= bounds[:-1]).all()) and int(bounds.max()) <= total, (cu_list, bounds)
+    assert F._row_bounds(torch.tensor([0, 167, 110, 30], dtype=torch.int32), 249).tolist() == [0, 167, 167, 167, 249]
+
+
 def test_row_bounds_are_the_torch_paths_sequences():
     """flashcute.fp8._row_bounds (the CUDA path's varlen slots) puts every packed row in the slot
     that the torch path's _rows_to_sequences gives it: rows before cu[0] in sequence 0, rows past

@@ -169,8 +169,9 @@ FLASHCUTE_API flashcute_status flashcute_fwd_supported(int device, int backend, 
  *   x8      = e4m3(clamp(y * (fp32(1 / safe) * 448), -448, 448)), round to nearest even
  *   descale = safe * fp32(norm / 448), norm = 1 / sqrt(head_dim) with the rotation, else 1
  * so that x8 * descale ~= x (or ~= x @ R, R = diag(s) H / sqrt(head_dim) orthogonal).
- * Dense layout only: x (batch, seqlen, heads, head_dim), x8 the same shape (float8_e4m3fn),
- * descale (batch, heads_k) fp32 with strides descale_batch_stride and descale_head_stride.
+ * Dense layout: x (batch, seqlen, heads, head_dim), x8 the same shape (float8_e4m3fn), descale
+ * (batch, heads_k) fp32 with strides descale_batch_stride and descale_head_stride; packed varlen
+ * rows with row_bounds (below).
  * Rows 16-byte aligned: pointers x and x8 16-byte aligned, strides multiples of 16 bytes. */
 #define FLASHCUTE_FP8_QUANTIZE_MAX_TENSORS 4
 
@@ -205,7 +206,9 @@ typedef struct flashcute_fp8_quantize_args {
    * row_bounds non-NULL (varlen; not with x8_vt): x and x8 hold packed rows (seqlen = their number of
    * rows; x_batch_stride and x8_batch_stride are ignored) and slot (b, h_k) covers rows
    * [row_bounds[b], row_bounds[b + 1]) for b < batch: device memory, batch + 1 nondecreasing int32
-   * entries within [0, seqlen]. Rows outside every slot are neither read nor written. */
+   * entries within [0, seqlen]. Rows outside every slot are neither read nor written. Bounds that
+ * decrease somewhere are an error the library cannot see without a host sync: the tensor's
+ * slots are then left unwritten (x8 and descale), never a hang or an access outside x. */
   const int32_t* row_bounds;
 } flashcute_fp8_quantize_args;
 

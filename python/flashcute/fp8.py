@@ -437,8 +437,12 @@ def _row_bounds(cu_seqlens: torch.Tensor, total: int) -> torch.Tensor:
     """The C ABI's row_bounds for a varlen x of `total` packed rows: [0, cu[1], ..., cu[batch],
     total] clamped to [0, total], i.e. batch + 1 slots: slot b < batch holds the rows that
     _rows_to_sequences gives sequence b (rows before cu[0] included), slot batch the rows past
-    cu[batch] (the torch path's spare scale). On the device, no host sync."""
+    cu[batch] (the torch path's spare scale). On the device, no host sync. A cu_seqlens that
+    decreases somewhere (invalid) is made nondecreasing by a running max, as the C ABI requires:
+    its rows' scales are then meaningless, but the kernel neither reads out of place nor waits."""
     inner = cu_seqlens[1:].clamp(0, total)
+    if inner.numel() > 1:
+        inner = torch.cummax(inner, 0).values
     return torch.cat([inner.new_zeros(1), inner, inner.new_full((1,), total)])
 
 
@@ -515,6 +519,8 @@ def _varlen_args(x, bounds, x8, descale, rotate, seed, heads_k, keep):
     """A varlen job's flashcute_fp8_quantize_args: x packed (total, h, d), the batch + 1 slots of
     `bounds` (_row_bounds; device memory, kept alive in `keep` with any copy of x)."""
     total, h, d = x.shape
+    if bounds.dtype != torch.int32 or bounds.device != x.device:
+        raise ValueError(f"cu_seqlens: int32 on {x.device} expected, got {bounds.dtype} on {bounds.device}")
     batch = bounds.shape[0] - 2
     if tuple(x8.shape) != tuple(x.shape) or not x8.is_contiguous() or descale.shape != (batch + 1, heads_k) \
             or not descale.is_contiguous():

@@ -342,7 +342,7 @@ __device__ __forceinline__ void item_at(const Args& a, int pos, bool& cast, int&
 }
 
 // bounds[b], clamped to the packed rows (the API documents [0, seqlen]; a wrong entry then
-// costs rows, never an access outside x).
+// costs rows, never an access outside x; decreasing bounds are caught by plan_kernel).
 __device__ __forceinline__ int bound_at(const Tensor& t, int b) { return min(max(__ldg(t.bounds + b), 0), t.seqlen); }
 
 // A varlen tensor's item `local` (its items run slot by slot, b-major, then hk): the slot b with
@@ -931,7 +931,14 @@ __global__ void __launch_bounds__(32 * kMaxTensors) plan_kernel(const __grid_con
     if (b < t.batch) t.prefix[b] = carry + x - n;
     carry += __shfl_sync(0xffffffffu, x, 31);
   }
-  if (lane == 0) t.prefix[t.batch] = carry;
+  // Bounds that decrease somewhere (the API asks for nondecreasing ones; nothing can check that
+  // without a host sync) can give more items than the host sized the schedule for, and a cast
+  // item would then wait for amax items that are never handed out (a hang, then the timeout's
+  // trap). For valid bounds the total is at most ceil(seqlen / rows_per_item) + batch. Past
+  // it, every item of the tensor is a spare (total 0): nothing is written, nothing waits. (Only
+  // the total changes: decode_varlen still finds slot 0 with prefix[1] - prefix[0] >= 1 items,
+  // and batch >= 2 wherever the bound can be exceeded.)
+  if (lane == 0) t.prefix[t.batch] = carry > t.items_per_slot + t.batch ? 0 : carry;
 }
 
 // ---- host side -------------------------------------------------------------------------------
