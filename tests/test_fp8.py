@@ -254,10 +254,12 @@ def test_quantize_c_abi_validation():
     with pytest.raises(ValueError, match="1 to 4"):
         _lib.fp8_quantize([_abi_args()] * 5, ws, 4096, -1, 0)
     _lib.fp8_quantize([_abi_args(batch=0)], 0, 0, -1, 0)  # nothing to do: OK without a device
-    # varlen (row_bounds): batch + 1 more ints of workspace; dense only for V^T; the bounds aligned
+    # varlen (row_bounds): batch + 1 more ints of workspace and the lag's; dense only for V^T; the
+    # bounds aligned
     varlen = dict(row_bounds=0x50000, batch=3, seqlen=40)
     assert _lib.fp8_quantize_workspace_size([_abi_args(**varlen)]) == \
-        (3 * 2 * 8 + 4 + (3 + 1) * 4 + 15) // 16 * 16
+        (3 * 2 * 8 + 4 + (3 + 1) * 4 + 4 + 15) // 16 * 16
+    assert _lib.fp8_quantize_workspace_size([_abi_args(**dict(varlen, batch=2))]) == 64  # 32 + 4 + 12 + 4 -> 64
     with pytest.raises(NotImplementedError, match="dense"):
         _lib.fp8_quantize([_abi_args(x8_vt=1, heads_k=2, **varlen)], ws, 4096, -1, 0)
     with pytest.raises(ValueError, match="row_bounds"):

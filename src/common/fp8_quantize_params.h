@@ -36,10 +36,11 @@ struct Fp8QuantizeParams {
 
 // Workspace of one call: per (tensor, batch, head_k) slot an fp32 amax and a u32 count of the
 // amax work items done, then one u32 work counter, then per varlen tensor batch + 1 ints (the
-// prefix of its slots' work items); rounded up to 16 bytes. prefix_entries: the sum of those
-// batch + 1.
+// prefix of its slots' work items) and, if there is any, one int (the schedule's lag); rounded
+// up to 16 bytes. prefix_entries: the sum of those batch + 1.
 inline uint64_t fp8_quantize_workspace_bytes(int64_t slots, int64_t prefix_entries = 0) {
-  return ((uint64_t)slots * 8u + 4u + (uint64_t)prefix_entries * 4u + 15u) / 16u * 16u;
+  const uint64_t lag = prefix_entries > 0 ? 4u : 0u;
+  return ((uint64_t)slots * 8u + 4u + (uint64_t)prefix_entries * 4u + lag + 15u) / 16u * 16u;
 }
 
 // FP8 quantization (src/sm90/fp8_quantize.cu; built with the FP8 kernels). Returns a cudaError_t

@@ -37,7 +37,9 @@
 // Varlen tensors (row_bounds): slots are packed row ranges of different lengths, so a slot has
 // max(1, ceil(rows / rows_per_item)) items; a one-CTA plan kernel writes their prefix into the
 // workspace, decode_varlen finds an item's slot in it, and the host sizes the schedule with a
-// bound (the items past the prefix's total do nothing). Such launches use the kernels' varlen
+// bound (the items past the prefix's total do nothing). The same kernel writes the lag of the
+// launch (Args::lag_dev) from the slots' real item counts: the host's floor for it would be the
+// bound (one slot holding every row), too far apart for a chunk's second read to hit L2. Such launches use the kernels' varlen
 // instantiations (Geometry::kVarlen); the dense ones keep their code.
 //
 // FLASHCUTE_FP8_QUANTIZE_LAG (environment, read per call) overrides the lag: an integer >= 0
@@ -173,6 +175,11 @@ struct Args {
   unsigned* next;   // the work counter (fused launch)
   int items;        // items per pass
   int lag;          // fused launch: positions between a slot's A items and its B items
+  // Varlen launches: the lag the kernels use, in the workspace, written by plan_kernel once the
+  // slots' real item counts are known (the host knows only a bound: one slot may hold every
+  // row, and a lag that large would put a chunk's two reads too far apart for L2). a.lag is
+  // then the host's lag before that floor (dense tensors' floor included).
+  int* lag_dev;
 };
 
 enum class Mode : int { kFused = 0, kAmaxOnly = 1, kCastOnly = 2 };
@@ -323,8 +330,9 @@ __device__ __forceinline__ void hadamard_row(float (&v)[kUnitElems]) {
 // A and B alternate (A(lag + n), B(n)); then the remaining B items. B(j) waits for A items of
 // its own slot, at most A(j + items_per_slot - 1); with lag >= items_per_slot they all sit at
 // earlier positions (2m - lag < lag + 2j + 1 for m <= j + lag - 1).
+template <bool kVarlen>
 __device__ __forceinline__ void item_at(const Args& a, int pos, bool& cast, int& j) {
-  const int n = a.items, lag = a.lag;
+  const int n = a.items, lag = kVarlen ? __ldg(a.lag_dev) : a.lag;
   if (lag >= n) {
     cast = pos >= n;
     j = cast ? pos - n : pos;
@@ -726,7 +734,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     if (threadIdx.x == 0) sm.next[buf ^ 1] = int(atomicAdd(a.next, 1u));
     bool cast;
     int j;
-    item_at(a, pos, cast, j);
+    item_at<kVarlen>(a, pos, cast, j);
     run_item<In, G>(a, cast, j, /*wait=*/true, sm, nullptr);
     __syncthreads();  // the prefetched position is visible; the item's shared memory is free
     buf ^= 1;
@@ -740,9 +748,10 @@ __device__ __forceinline__ int position_end(const Args& a, Mode mode) {
   return mode == Mode::kFused ? 2 * a.items : a.items;
 }
 
+template <bool kVarlen>
 __device__ __forceinline__ void position_item(const Args& a, Mode mode, int pos, bool& cast, int& j) {
   if (mode == Mode::kFused) {
-    item_at(a, pos, cast, j);
+    item_at<kVarlen>(a, pos, cast, j);
   } else {
     cast = mode == Mode::kCastOnly;
     j = pos;
@@ -761,7 +770,7 @@ template <class G>
 __device__ __forceinline__ ItemLoad item_load(const Args& a, Mode mode, int pos) {
   bool cast;
   int j;
-  position_item(a, mode, pos, cast, j);
+  position_item<G::kVarlen>(a, mode, pos, cast, j);
   const Item it = decode_item<G>(a, j);
   const Tensor& t = a.t[it.tensor];
   const int row0 = item_row0<G>(t, it);
@@ -855,7 +864,7 @@ __device__ void staged_bulk(const Args& a, Mode mode, uint8_t* stages, Shared<G>
     if (pos >= end) break;  // positions grow with k: every later stage is past the end too
     bool cast;
     int j;
-    position_item(a, mode, pos, cast, j);
+    position_item<G::kVarlen>(a, mode, pos, cast, j);
     cutlass::arch::ClusterTransactionBarrier::wait(full + s, uint32_t(k / G::kStages) & 1u);
     asm volatile("" ::: "memory");  // CUTLASS's wait has no memory clobber: keep the stage's loads below it
     run_item<In, G>(a, cast, j, /*wait=*/mode == Mode::kFused, sm,
@@ -889,7 +898,7 @@ __device__ void staged_async(const Args& a, Mode mode, uint8_t* stages, Shared<G
     if (pos >= end) break;  // positions grow with k: nothing later was loaded
     bool cast;
     int j;
-    position_item(a, mode, pos, cast, j);
+    position_item<G::kVarlen>(a, mode, pos, cast, j);
     cute::cp_async_wait<S - 1>();  // this thread's pieces of item k landed (items k + 1 .. k + S - 1 may not)
     __syncthreads();      // everyone's pieces; the claim above published
     run_item<In, G>(a, cast, j, /*wait=*/mode == Mode::kFused, sm,
@@ -914,31 +923,41 @@ __global__ void __launch_bounds__(kThreads, kStagedBlocksPerSm)
 // max(1, ceil(rows / rows_per_item)) items; prefix[batch] = all of them. Launched before the
 // quantization kernel, which decodes its items with it (decode_varlen).
 __global__ void __launch_bounds__(32 * kMaxTensors) plan_kernel(const __grid_constant__ Args a) {
+  __shared__ int max_items;  // the most items any varlen slot of the launch has
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (w >= a.num_tensors || !a.t[w].bounds) return;
-  const Tensor& t = a.t[w];
-  int carry = 0;
-  for (int base = 0; base < t.batch; base += 32) {
-    const int b = base + lane;
-    int n = 0;
-    if (b < t.batch) n = max(1, (max(0, bound_at(t, b + 1) - bound_at(t, b)) + t.rows_per_item - 1) / t.rows_per_item);
-    int x = n;  // inclusive scan over the warp
+  if (threadIdx.x == 0) max_items = 1;
+  __syncthreads();
+  if (w < a.num_tensors && a.t[w].bounds) {
+    const Tensor& t = a.t[w];
+    int carry = 0, most = 1;
+    for (int base = 0; base < t.batch; base += 32) {
+      const int b = base + lane;
+      int n = 0;
+      if (b < t.batch) n = max(1, (max(0, bound_at(t, b + 1) - bound_at(t, b)) + t.rows_per_item - 1) / t.rows_per_item);
+      most = max(most, n);
+      int x = n;  // inclusive scan over the warp
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, x, o);
-      if (lane >= o) x += y;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+      }
+      if (b < t.batch) t.prefix[b] = carry + x - n;
+      carry += __shfl_sync(0xffffffffu, x, 31);
     }
-    if (b < t.batch) t.prefix[b] = carry + x - n;
-    carry += __shfl_sync(0xffffffffu, x, 31);
+    // Bounds that decrease somewhere (the API asks for nondecreasing ones; nothing can check that
+    // without a host sync) can give more items than the host sized the schedule for, and a cast
+    // item would then wait for amax items that are never handed out (a hang, then the timeout's
+    // trap). For valid bounds the total is at most ceil(seqlen / rows_per_item) + batch. Past
+    // it, every item of the tensor is a spare (total 0): nothing is written, nothing waits. (Only
+    // the total changes: decode_varlen still finds slot 0 with prefix[1] - prefix[0] >= 1 items,
+    // and batch >= 2 wherever the bound can be exceeded.)
+    if (lane == 0) t.prefix[t.batch] = carry > t.items_per_slot + t.batch ? 0 : carry;
+    atomicMax(&max_items, most);
   }
-  // Bounds that decrease somewhere (the API asks for nondecreasing ones; nothing can check that
-  // without a host sync) can give more items than the host sized the schedule for, and a cast
-  // item would then wait for amax items that are never handed out (a hang, then the timeout's
-  // trap). For valid bounds the total is at most ceil(seqlen / rows_per_item) + batch. Past
-  // it, every item of the tensor is a spare (total 0): nothing is written, nothing waits. (Only
-  // the total changes: decode_varlen still finds slot 0 with prefix[1] - prefix[0] >= 1 items,
-  // and batch >= 2 wherever the bound can be exceeded.)
-  if (lane == 0) t.prefix[t.batch] = carry > t.items_per_slot + t.batch ? 0 : carry;
+  __syncthreads();
+  // The lag: the host's, raised to the largest slot's items (a cast item may only wait for amax
+  // items handed out before it: item_at), at most the items per pass.
+  if (threadIdx.x == 0) *a.lag_dev = min(max(a.lag, max_items), a.items);
 }
 
 // ---- host side -------------------------------------------------------------------------------
@@ -972,7 +991,7 @@ KernelChoice kernel_choice() {
 // of slots.
 int64_t plan(const Fp8QuantizeParams& p, Args& a, int item_units, int* max_items_per_slot, int64_t* item_bytes) {
   int64_t items = 0, slots = 0;
-  *max_items_per_slot = 1;
+  *max_items_per_slot = 1;  // dense tensors' slots only: a varlen launch's plan_kernel adds its own
   *item_bytes = 0;
   for (int i = 0; i < p.num_tensors; ++i) {
     const Fp8QuantizeTensor& s = p.tensors[i];
@@ -1003,7 +1022,7 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int item_units, int* max_items
     items += t.bounds ? (s.batch > 0 ? int64_t(s.heads_k) * (t.items_per_slot + s.batch) : 0)
                       : n_slots * t.items_per_slot;
     slots += n_slots;
-    *max_items_per_slot = std::max(*max_items_per_slot, t.items_per_slot);
+    if (!t.bounds) *max_items_per_slot = std::max(*max_items_per_slot, t.items_per_slot);
     *item_bytes = std::max<int64_t>(*item_bytes, int64_t(t.rows_per_item) * units_per_row * kUnitElems * 2);
   }
   a.num_tensors = p.num_tensors;
@@ -1085,9 +1104,13 @@ int launch(const Fp8QuantizeParams& p) {
     a.t[i].prefix = reinterpret_cast<int*>(a.next + 1) + prefix_entries;
     prefix_entries += a.t[i].batch + 1;
   }
+  a.lag_dev = prefix_entries > 0 ? reinterpret_cast<int*>(a.next + 1) + prefix_entries : nullptr;
   cudaError_t err = cudaMemsetAsync(p.workspace, 0, fp8_quantize_workspace_bytes(slots, prefix_entries), stream);
   if (err != cudaSuccess) return int(err);
-  if (prefix_entries > 0) plan_kernel<<<1, 32 * kMaxTensors, 0, stream>>>(a);
+  // Varlen: the slots' item prefix (and the lag, from a.lag) before the quantization launches.
+  const auto plan_varlen = [&] {
+    if (prefix_entries > 0) plan_kernel<<<1, 32 * kMaxTensors, 0, stream>>>(a);
+  };
   const auto run = [&](Mode mode, int grid) {
     constexpr int kStageSmem = Staged::kStages * Staged::kStageBytes;
     if (staged && loader == Loader::kBulk) {
@@ -1107,6 +1130,7 @@ int launch(const Fp8QuantizeParams& p) {
   const bool forced = lag_override(&lag);
   if (forced && lag < 0) {  // two launches: every amax, then every cast
     const int grid = std::min(resident, a.items);
+    plan_varlen();
     run(Mode::kAmaxOnly, grid);
     run(Mode::kCastOnly, grid);
     return int(cudaGetLastError());
@@ -1118,6 +1142,7 @@ int launch(const Fp8QuantizeParams& p) {
     lag = std::min<long>(lag, std::max<long>(max_items_per_slot, kLagBudgetBytes / std::max<int64_t>(item_bytes, 1)));
   }
   a.lag = int(std::min<long>(std::max<long>(lag, max_items_per_slot), a.items));
+  plan_varlen();
   run(Mode::kFused, std::min(resident, 2 * a.items));
   return int(cudaGetLastError());
 }
