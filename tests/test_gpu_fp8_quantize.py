@@ -301,12 +301,18 @@ def varlen_input(lens, pre, post, h, d, dtype, seed):
 
 @pytest.mark.parametrize("d", ALL_D)
 @pytest.mark.parametrize("rotate", [False, True])
-def test_cuda_quantize_varlen_matches_torch(d, rotate):
+@pytest.mark.parametrize("lag", [None, "0", "-1"])
+def test_cuda_quantize_varlen_matches_torch(d, rotate, lag, schedule):
     """The CUDA path on packed varlen rows (one scale per (sequence, kv head)) against the torch
-    path, the semantics: every row written (poisoned first), spare-scale rows included."""
+    path, the semantics: every row written (poisoned first), spare-scale rows included; under the
+    automatic lag (from the slots' real item counts, plan_kernel), the smallest one (most
+    waiting) and two launches."""
     if rotate and d not in POW2:
         pytest.skip("rotation of head dims 96/192 stays on the torch path")
+    if lag is not None and d not in (64, 128):
+        pytest.skip("the schedules at two head dims suffice")
     require_cuda_quantize(BF, d, rotate)
+    schedule(lag)
     for i, (lens, pre, post, h, hk) in enumerate(VARLEN_CASES):
         x, cu = varlen_input(lens, pre, post, h, d, BF, seed=100 + i + d)
         batch = cu.shape[0] - 1
@@ -326,6 +332,40 @@ def test_cuda_quantize_varlen_matches_torch(d, rotate):
             torch.testing.assert_close(ds, rd, rtol=1e-6, atol=0, msg=lambda m: f"{what}: descale {m}")
             diff = (ordinal(x8) - ordinal(r8)).abs()
             assert diff.max().item() <= 1 and (diff > 0).float().mean().item() < 1e-3, what
+
+
+def test_decreasing_row_bounds_neither_hang_nor_write(quantize_kernel):
+    """C ABI row_bounds that decrease somewhere (invalid; Python's _row_bounds never makes them)
+    would give the schedule more items than the host sized it for, and a cast item would wait for
+    amax items never handed out. plan_kernel catches it: the tensor's items do nothing, so its
+    outputs stay as they were (poisoned here), the call returns, and the device stays usable. A
+    valid tensor in the same launch is still quantized."""
+    require_cuda_quantize(BF, 128, False)
+    x = make_input((249, 2, 128), BF, seed=71)
+    bad = torch.tensor([0, 167, 110, 30, 249], dtype=torch.int32, device="cuda")  # batch 3 + spare
+    good_x, good_cu = varlen_input([100, 149], 0, 0, 2, 128, BF, seed=72)
+    outs = []
+    for xx, nb in ((x, 4), (good_x, 3)):
+        outs.append((torch.full(xx.shape, 0x7F, dtype=torch.uint8, device="cuda").view(E4M3),
+                     torch.full((nb, 1), math.nan, dtype=torch.float32, device="cuda")))
+    keep = []
+    args = [F._varlen_args(x, bad, *outs[0], False, 1, 1, keep),
+            F._varlen_args(good_x, F._row_bounds(good_cu, good_x.shape[0]), *outs[1], False, 1, 1, keep)]
+
+    def workspace(nbytes):
+        w = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        keep.append(w)
+        return w.data_ptr(), w
+
+    _lib.fp8_quantize_with_workspace(args, workspace, torch.cuda.current_device(),
+                                     torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    assert bool((outs[0][0].view(torch.uint8) == 0x7F).all()) and bool(outs[0][1].isnan().all()), \
+        "a tensor with decreasing row_bounds was (partly) written"
+    r8, rd = F._quantize_torch(good_x, 1, False, 1, good_cu)
+    assert torch.equal(outs[1][0].view(torch.uint8), r8.view(torch.uint8))
+    assert torch.equal(outs[1][1][:-1].view(torch.int32), rd.view(torch.int32))
+    torch.zeros(1, device="cuda").add_(1).item()  # the context is still usable
 
 
 def test_cuda_quantize_qkv_varlen_one_launch():
