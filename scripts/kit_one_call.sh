@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole prepared kit in ONE device call (carry [".carry/ablation", ".carry/trace", ".carry/candsq"]),
+# The whole prepared kit in ONE device call (carry [".carry/ablation", ".carry/trace", ".carry/candsq2"]),
 # steps in order of what a decision needs most, each under its own timeout, so that a call cut short
 # (or a machine taken back late) still returns the first results. Measured on run 89: the full test
 # run + sanitizers ~200 s, the benchmarks a few seconds per case; the whole script ~8-9 min.
@@ -15,7 +15,8 @@ say() { echo "[kit +$(( $(date +%s) - t0 ))s] $*" | tee -a "$K/steps.txt"; }
 
 # 1. The candidate wheel (split Q = 1, VT_TILE = 1, staged + varlen quantizer): every test and
 #    the sanitizers (gpu_check.sh installs it from .carry/).
-cp .carry/candsq/*.whl .carry/candsq/ptxas.txt .carry/
+CAND="${CAND:-.carry/candsq2}"  # the candidate wheel folder (carry it)
+cp "$CAND"/*.whl "$CAND"/ptxas.txt .carry/
 say "tests + sanitizers (candidate)"
 PYTEST_TIMEOUT="${PYTEST_TIMEOUT:-240}" SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-90}" scripts/gpu_check.sh --tests-only
 
@@ -55,7 +56,7 @@ say "memcheck (direct-store epilogue harness builds)"
 timeout 100 compute-sanitizer --tool memcheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation --only ep \
   --small --num-sms 5 > "$K/memcheck_ep.txt" 2>&1; tail -3 "$K/memcheck_ep.txt"
 say "ncu (quantizer kernels)"
-python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/candsq/flashcute-*.whl
+python3 -m pip install -q --no-deps --no-index --force-reinstall "$CAND"/flashcute-*.whl
 for S in 0 1 2; do
   FLASHCUTE_FP8_QUANTIZE_STAGED=$S timeout 50 ncu --clock-control none --kernel-name regex:quantize --launch-skip 2 \
     --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
