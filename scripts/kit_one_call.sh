@@ -12,6 +12,15 @@ OUT="${OUT:-/tmp/flashcute-out}"; mkdir -p "$OUT" "$OUT/kit"
 K="$OUT/kit"
 t0=$(date +%s)
 say() { echo "[kit +$(( $(date +%s) - t0 ))s] $*" | tee -a "$K/steps.txt"; }
+# The device call may run 600 s: steps after the A/B run only while enough of KIT_BUDGET is left,
+# each with a timeout cut to what is left, so that the tarball is always written.
+KIT_BUDGET="${KIT_BUDGET:-560}"
+left() { echo $(( KIT_BUDGET - ($(date +%s) - t0) )); }
+fits() {  # fits NEED_S NAME: true if NEED_S seconds are left, else says it skips NAME
+  if [ "$(left)" -ge "$1" ]; then return 0; fi
+  say "skip $2 ($(left) s left)"; return 1
+}
+cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo $(( l > 5 ? l - 5 : 1 )); }
 
 # 1. The candidate wheel (split Q = 1, VT_TILE = 1, staged + varlen quantizer): every test and
 #    the sanitizers (gpu_check.sh installs it from .carry/).
@@ -41,26 +50,36 @@ tail -60 "$K/ab.txt"
 
 # 4. The staged quantizer's claim lag, the traces, racecheck of the split-Q harness builds, memcheck
 #    of the direct-store epilogue builds (ep, sqep), ncu of the three quantizer kernels.
-say "quantizer lag"
-for L in 400 800 3000; do
-  FLASHCUTE_FP8_QUANTIZE_LAG=$L timeout 40 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096 \
-    --columns quant-vt,quant-vt-staged,quant-vt-async 2>&1 | grep '^hdim' | sed "s/^/lag $L: /"
-done | tee "$K/lag.txt"
-say "traces"
-timeout 60 python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 1024,4096 --out "$K/trace" > "$K/trace.txt" 2>&1
-tail -8 "$K/trace.txt"
-say "racecheck (split-Q harness builds)"
-timeout 120 compute-sanitizer --tool racecheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation --only sq \
-  --small --num-sms 5 > "$K/racecheck_kit.txt" 2>&1; tail -3 "$K/racecheck_kit.txt"
-say "memcheck (direct-store epilogue harness builds)"
-timeout 100 compute-sanitizer --tool memcheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation --only ep \
-  --small --num-sms 5 > "$K/memcheck_ep.txt" 2>&1; tail -3 "$K/memcheck_ep.txt"
-say "ncu (quantizer kernels)"
-python3 -m pip install -q --no-deps --no-index --force-reinstall "$CAND"/flashcute-*.whl
-for S in 0 1 2; do
-  FLASHCUTE_FP8_QUANTIZE_STAGED=$S timeout 50 ncu --clock-control none --kernel-name regex:quantize --launch-skip 2 \
-    --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-    --section Occupancy python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096
-done > "$K/ncu_quant.txt" 2>&1; tail -3 "$K/ncu_quant.txt"
+if fits 60 "quantizer lag"; then
+  say "quantizer lag"
+  for L in 400 800 3000; do
+    FLASHCUTE_FP8_QUANTIZE_LAG=$L timeout 30 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096 \
+      --columns quant-vt,quant-vt-staged,quant-vt-async 2>&1 | grep '^hdim' | sed "s/^/lag $L: /"
+  done | tee "$K/lag.txt"
+fi
+if fits 40 "traces"; then
+  say "traces"
+  timeout "$(cap 60)" python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 1024,4096 --out "$K/trace" \
+    > "$K/trace.txt" 2>&1; tail -8 "$K/trace.txt"
+fi
+if fits 50 "racecheck"; then
+  say "racecheck (split-Q harness builds)"
+  timeout "$(cap 120)" compute-sanitizer --tool racecheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation \
+    --only sq --small --num-sms 5 > "$K/racecheck_kit.txt" 2>&1; tail -3 "$K/racecheck_kit.txt"
+fi
+if fits 40 "memcheck"; then
+  say "memcheck (direct-store epilogue harness builds)"
+  timeout "$(cap 100)" compute-sanitizer --tool memcheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation \
+    --only ep --small --num-sms 5 > "$K/memcheck_ep.txt" 2>&1; tail -3 "$K/memcheck_ep.txt"
+fi
+if fits 60 "ncu"; then
+  say "ncu (quantizer kernels)"
+  python3 -m pip install -q --no-deps --no-index --force-reinstall "$CAND"/flashcute-*.whl
+  for S in 0 1 2; do
+    FLASHCUTE_FP8_QUANTIZE_STAGED=$S timeout "$(cap 50)" ncu --clock-control none --kernel-name regex:quantize \
+      --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section WarpStateStats --section Occupancy python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096
+  done > "$K/ncu_quant.txt" 2>&1; tail -3 "$K/ncu_quant.txt"
+fi
 say "done"
 tar czf "$OUT/kit.tgz" -C "$OUT" kit && rm -rf "$K"
