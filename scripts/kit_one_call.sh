@@ -27,7 +27,9 @@ cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo $(( l > 5 ? l
 CAND="${CAND:-.carry/candsq2}"  # the candidate wheel folder (carry it)
 cp "$CAND"/*.whl "$CAND"/ptxas.txt .carry/
 say "tests + sanitizers (candidate)"
-PYTEST_TIMEOUT="${PYTEST_TIMEOUT:-240}" SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-90}" scripts/gpu_check.sh --tests-only
+# KIT_NO_SANITIZE=1 / KIT_AB_ROUNDS=2: a shorter call where little device time is left.
+PYTEST_TIMEOUT="${PYTEST_TIMEOUT:-240}" SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-90}" scripts/gpu_check.sh --tests-only \
+  ${KIT_NO_SANITIZE:+--no-sanitize}
 
 # 2. The FP8 mode end to end with each quantizer kernel (issue 6's mode bar), and the bf16 bars of
 #    issue 5 with the candidate library (split Q), three rounds per case (steady state).
@@ -44,7 +46,8 @@ tail -12 "$K/bench_bf16.txt"
 say "smoke + A/B"
 timeout 100 python3 benchmarks/smoke_ablation.py --dir .carry/ablation > "$K/smoke.txt" 2>&1
 tail -3 "$K/smoke.txt"
-timeout 200 python3 benchmarks/bench_ablation.py --dir .carry/ablation --seqlens 1024,4096,16384 --rounds 3 \
+timeout "$(cap 200)" python3 benchmarks/bench_ablation.py --dir .carry/ablation --seqlens 1024,4096,16384 \
+  --rounds "${KIT_AB_ROUNDS:-3}" \
   --rep 100 --json "$OUT/ab.json" > "$K/ab.txt" 2>&1
 tail -60 "$K/ab.txt"
 
