@@ -27,13 +27,24 @@ scripts/build_ablation.sh 90f8 256 base: sq:$sq2
 vt=-DABL_VT=1
 scripts/build_ablation.sh 90f8 128 vt:$n192,-DTILE_PREGS=40,$vt vt24:$n192,-DTILE_PREGS=24,$vt vt24p2:$n192,-DTILE_PREGS=24,-DTILE_TWOP=1,$vt \
   vtn128:$vt vtn128p2:-DTILE_TWOP=1,$vt
+# (session 25) the direct-store epilogue (fwd_epilogue.cuh, FLASHCUTE_SM90_EPI_DIRECT), alone and
+# with split Q; =2 stores 16-byte chunks after a quad transpose.
+ep=-DFLASHCUTE_SM90_EPI_DIRECT=1; ep16=-DFLASHCUTE_SM90_EPI_DIRECT=2
+scripts/build_ablation.sh 90 128 ep:$ep sqep:$ep,$sq ep16:$ep16 sqep16:$ep16,$sq
+scripts/build_ablation.sh 90 64 ep:$ep sqep:$ep,$sq
+scripts/build_ablation.sh 90f8 128 n192ep:$n192,-DTILE_PREGS=40,$ep vt24p2ep:$n192,-DTILE_PREGS=24,-DTILE_TWOP=1,$vt,$ep
 # Traced builds (src/sm90/trace.cuh): the tile boundary's segments with and without the switch.
 mkdir -p .carry/trace && rm -f .carry/trace/*.so
 tr=-DFLASHCUTE_SM90_TRACE=1,-DABL_TILE_COUNTER=2
-scripts/build_ablation.sh 90 128 tr:$tr trsq:$tr,$sq
-mv .carry/ablation/sm90_hd128_tr.so .carry/ablation/sm90_hd128_trsq.so .carry/trace/
-du -sh .carry/ablation .carry/trace .carry/candsq 2>/dev/null || true
+scripts/build_ablation.sh 90 128 tr:$tr trsq:$tr,$sq trsqep:$tr,$sq,$ep
+mv .carry/ablation/sm90_hd128_tr.so .carry/ablation/sm90_hd128_trsq.so .carry/ablation/sm90_hd128_trsqep.so .carry/trace/
+du -sh .carry/ablation .carry/trace .carry/candsq2 2>/dev/null || true
 cat <<'EOF'
+Session 25: the whole kit runs in ONE call (candidate wheel in .carry/candsq2, built apart with
+  EXTRA_CUDA_FLAGS="-DFLASHCUTE_SM90_SPLIT_Q=1 -DFLASHCUTE_SM90_VT_TILE=1" CARRY_DIR=.carry/candsq2 scripts/build_carry.sh):
+carry [".carry/ablation", ".carry/trace", ".carry/candsq2"], command: scripts/kit_one_call.sh
+(shorter where little device time is left: FLASHCUTE_TEST_BACKENDS=sm90 KIT_BUDGET=400 KIT_AB_ROUNDS=2 [KIT_NO_SANITIZE=1]).
+The two-call form below is the older one (candsq = the same switches before session 25's fixes).
 Device calls (carry [".carry/ablation", ".carry/trace", ".carry/candsq"]), one after the other:
 1. the candidate (split Q wherever it fits without spills; the FP8 V^T kernel at 24/240 registers with
    two P at d=128; the staged quantizer beside the direct one): every test, the sanitizers, the FP8 mode
