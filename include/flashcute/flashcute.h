@@ -207,8 +207,8 @@ typedef struct flashcute_fp8_quantize_args {
    * rows; x_batch_stride and x8_batch_stride are ignored) and slot (b, h_k) covers rows
    * [row_bounds[b], row_bounds[b + 1]) for b < batch: device memory, batch + 1 nondecreasing int32
    * entries within [0, seqlen]. Rows outside every slot are neither read nor written. Bounds that
- * decrease somewhere are an error the library cannot see without a host sync: the tensor's
- * slots are then left unwritten (x8 and descale), never a hang or an access outside x. */
+   * decrease somewhere are an error the library cannot see without a host sync: the tensor's
+   * slots are then left unwritten (x8 and descale), never a hang or an access outside x. */
   const int32_t* row_bounds;
 } flashcute_fp8_quantize_args;
 

@@ -440,9 +440,7 @@ def _row_bounds(cu_seqlens: torch.Tensor, total: int) -> torch.Tensor:
     cu[batch] (the torch path's spare scale). On the device, no host sync. A cu_seqlens that
     decreases somewhere (invalid) is made nondecreasing by a running max, as the C ABI requires:
     its rows' scales are then meaningless, but the kernel neither reads out of place nor waits."""
-    inner = cu_seqlens[1:].clamp(0, total)
-    if inner.numel() > 1:
-        inner = torch.cummax(inner, 0).values
+    inner = torch.cummax(cu_seqlens[1:].clamp(0, total), 0).values
     return torch.cat([inner.new_zeros(1), inner, inner.new_full((1,), total)])
 
 

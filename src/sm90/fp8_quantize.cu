@@ -39,8 +39,9 @@
 // workspace, decode_varlen finds an item's slot in it, and the host sizes the schedule with a
 // bound (the items past the prefix's total do nothing). The same kernel writes the lag of the
 // launch (Args::lag_dev) from the slots' real item counts: the host's floor for it would be the
-// bound (one slot holding every row), too far apart for a chunk's second read to hit L2. Such launches use the kernels' varlen
-// instantiations (Geometry::kVarlen); the dense ones keep their code.
+// bound (one slot holding every row), too far apart for a chunk's second read to hit L2. Such
+// launches use the kernels' varlen instantiations (Geometry::kVarlen); the dense ones keep their
+// code.
 //
 // FLASHCUTE_FP8_QUANTIZE_LAG (environment, read per call) overrides the lag: an integer >= 0
 // (clamped up to the smallest safe lag; very large = every A item before every B item), or -1:

@@ -154,6 +154,14 @@ struct Epilogue {
 
   static constexpr bool kDirect = bool(FLASHCUTE_SM90_EPI_DIRECT) && !Traits::kOAliasQ && !Traits::kOAliasV;
 
+  // Fragment values i and i + 1 (adjacent columns) as one 32-bit word, i's bits low.
+  template <class TensorR>
+  CUTE_DEVICE static uint32_t pair_bits(TensorR const& rO, int i) {
+    static_assert(sizeof(Element) == 2);
+    return uint32_t(reinterpret_cast<uint16_t const&>(rO(i))) |
+           (uint32_t(reinterpret_cast<uint16_t const&>(rO(i + 1))) << 16);
+  }
+
   // O from registers: in the P V accumulator's layout a thread holds column pairs (2c, 2c + 1)
   // of its rows, stored as one 4-byte word each; a quad covers 16 contiguous bytes of a row.
   template <class TensorR>
@@ -171,12 +179,7 @@ struct Epilogue {
     CUTE_UNROLL
     for (int i = 0; i < size(rO); i += 2) {
       const int row = row0 + int(get<0>(cO(i))), col = int(get<1>(cO(i)));
-      if (row < seq.seqlen_q) {
-        static_assert(sizeof(Element) == 2);
-        const uint32_t bits = uint32_t(reinterpret_cast<uint16_t const&>(rO(i))) |
-                        (uint32_t(reinterpret_cast<uint16_t const&>(rO(i + 1))) << 16);
-        *reinterpret_cast<uint32_t*>(out + int64_t(row) * p.o_row_stride + col) = bits;
-      }
+      if (row < seq.seqlen_q) *reinterpret_cast<uint32_t*>(out + int64_t(row) * p.o_row_stride + col) = pair_bits(rO, i);
     }
   }
 
@@ -189,10 +192,6 @@ struct Epilogue {
     constexpr int kGroupsN = kHeadDimV / 8;
     static_assert(decltype(size(rO))::value == 4 * kGroupsN && kGroupsN % 4 == 0, "one m64 x dv accumulator");
     const int q = threadIdx.x & 3;
-    auto word = [&](int rh, int g) {
-      return uint32_t(reinterpret_cast<uint16_t const&>(rO(2 * rh + 4 * g))) |
-             (uint32_t(reinterpret_cast<uint16_t const&>(rO(2 * rh + 4 * g + 1))) << 16);
-    };
     CUTE_UNROLL
     for (int rh = 0; rh < 2; ++rh) {
       const int row = row0 + int(get<0>(cO(2 * rh)));
@@ -200,7 +199,7 @@ struct Epilogue {
       for (int s4 = 0; s4 < kGroupsN / 4; ++s4) {
         uint32_t w[4];
         CUTE_UNROLL
-        for (int c = 0; c < 4; ++c) w[c] = word(rh, 4 * s4 + c);
+        for (int c = 0; c < 4; ++c) w[c] = pair_bits(rO, 2 * rh + 4 * (4 * s4 + c));
         // Step m (1, then 2): element (lane l, column c) with bit m of c != bit m of l swaps with
         // (l ^ m, c ^ m): each lane sends, per column pair {c, c ^ m}, the one whose bit differs.
         CUTE_UNROLL
