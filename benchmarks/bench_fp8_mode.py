@@ -15,7 +15,7 @@ Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_atte
                 rather than handed over as V^T (the default where it applies: d 128/256, bf16)
   quant-vt-staged, fp8-mode-staged  quant-vt and fp8-mode with the quantizer's staged kernel
                 (FLASHCUTE_FP8_QUANTIZE_STAGED=1, bulk copies; set for those columns only: an A/B
-                in one run); quant-vt-async, fp8-mode-async: the same with its cp.async loader (=2)
+                in one run)
   quant-varlen-cuda, quant-varlen-torch  quantize_qkv of the same q, k, v as packed varlen rows
                 (cu_seqlens, every sequence seqlen long) on the CUDA kernel's varlen path / on torch ops
                 (what impl="auto" takes for varlen until the CUDA path has run on a GPU)
@@ -46,13 +46,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention import environment, make_timer, tflops  # noqa: E402  (same folder)
 
-COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-vt-staged", "quant-vt-async", "quant-torch", "quant-varlen-cuda",
-           "quant-varlen-torch", "fp8-kernel", "fp8-mode", "fp8-mode-staged", "fp8-mode-async", "fp8-mode-norot",
+COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-vt-staged", "quant-torch", "quant-varlen-cuda",
+           "quant-varlen-torch", "fp8-kernel", "fp8-mode", "fp8-mode-staged", "fp8-mode-norot",
            "fp8-mode-vtrans", "bf16", "cudnn")
 #: column suffix -> the quantizer kernel it is timed with (src/sm90/fp8_quantize.cu); the rest: the default
 STAGED_ENV = "FLASHCUTE_FP8_QUANTIZE_STAGED"
-STAGED_SUFFIX = {"-staged": "1", "-async": "2"}
-MODE_COLUMNS = ("fp8-mode", "fp8-mode-staged", "fp8-mode-async")
+STAGED_SUFFIX = {"-staged": "1"}
+MODE_COLUMNS = ("fp8-mode", "fp8-mode-staged")
 
 
 def _ints(text):
@@ -146,7 +146,7 @@ def runners(case, torch, flashcute):
 
 def split_column(col):
     """A column -> (the runner it times, FLASHCUTE_FP8_QUANTIZE_STAGED for it or None): a
-    -staged / -async column times its base column's call under that quantizer kernel."""
+    -staged column times its base column's call under that quantizer kernel."""
     for suffix, value in STAGED_SUFFIX.items():
         if col.endswith(suffix):
             return col[:-len(suffix)], value

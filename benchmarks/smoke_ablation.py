@@ -36,7 +36,11 @@ def main():
                     help="small shapes only (under compute-sanitizer), best with --num-sms 5")
     ap.add_argument("--only", default="",
                     help="comma-separated substrings: only the variants whose name contains one (e.g. under racecheck)")
+    ap.add_argument("--bitwise", action="store_true",
+                    help="after the checks, group the variants of each family whose outputs and LSE are bitwise equal, per case "
+                         "(a schedule change that should not touch the arithmetic, e.g. two P buffers, must keep the bits)")
     a = ap.parse_args()
+    results = {}  # (family, hdim, case) -> [(variant, out, lse)] (--bitwise)
     num_sms = a.num_sms or torch.cuda.get_device_properties(0).multi_processor_count
     attention_ref = _load_reference().attention_ref  # float64, causal bottom-right, empty rows 0
     # (batch, seqlen_q, seqlen_k, heads): several tiles per CTA; then fewer keys than queries, so
@@ -82,6 +86,27 @@ def main():
                       f"lse {lse_err:.3g} ({time.time() - t0:.2f} s)", flush=True)
                 if not (err < (0.25 if fp8 else 2e-2) and lse_err < 1e-2 and lse_empty_ok):  # NaN fails
                     raise SystemExit("FAILED")
+                if a.bitwise:
+                    results.setdefault((fam, hd, f"{b}x{sq}x{sk}x{h} causal={causal}"), []).append((name, out, lse))
+    for (fam, hd, case), runs in sorted(results.items()):
+        print_bitwise_groups(fam, hd, case, runs)
+
+
+def print_bitwise_groups(fam, hd, case, runs):
+    """One line per case: the variants in groups of bitwise-equal (out, LSE), and the largest
+    output difference of each group from the first."""
+    groups = []  # [(name list, out, lse)]
+    for name, out, lse in runs:
+        for g in groups:
+            if torch.equal(out, g[1]) and torch.equal(lse, g[2]):
+                g[0].append(name)
+                break
+        else:
+            groups.append(([name], out, lse))
+    ref = groups[0][1].float()
+    parts = [f"{{{' '.join(g[0])}}}" + ("" if i == 0 else f" (max|d|={(g[1].float() - ref).abs().max().item():.3g})")
+             for i, g in enumerate(groups)]
+    print(f"bitwise {fam}_{hd} {case}: " + " | ".join(parts), flush=True)
 
 
 if __name__ == "__main__":

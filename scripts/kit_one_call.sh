@@ -44,20 +44,20 @@ tail -12 "$K/bench_bf16.txt"
 # 3. The harness A/B (split Q per family, the direct-store epilogue with and without it, the V^T
 #    kernel's registers and P buffers).
 say "smoke + A/B"
-timeout 100 python3 benchmarks/smoke_ablation.py --dir .carry/ablation > "$K/smoke.txt" 2>&1
-tail -3 "$K/smoke.txt"
+timeout 100 python3 benchmarks/smoke_ablation.py --dir .carry/ablation --bitwise > "$K/smoke.txt" 2>&1
+grep -E "^bitwise|FAILED|Error" "$K/smoke.txt"; tail -1 "$K/smoke.txt"
 timeout "$(cap 200)" python3 benchmarks/bench_ablation.py --dir .carry/ablation --seqlens 1024,4096,16384 \
   --rounds "${KIT_AB_ROUNDS:-3}" \
   --rep 100 --json "$OUT/ab.json" > "$K/ab.txt" 2>&1
 tail -60 "$K/ab.txt"
 
 # 4. The staged quantizer's claim lag, the traces, racecheck of the split-Q harness builds, memcheck
-#    of the direct-store epilogue builds (ep, sqep), ncu of the three quantizer kernels.
+#    of the direct-store epilogue builds (ep, sqep), ncu of the two quantizer kernels.
 if fits 60 "quantizer lag"; then
   say "quantizer lag"
   for L in 400 800 3000; do
     FLASHCUTE_FP8_QUANTIZE_LAG=$L timeout 30 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096 \
-      --columns quant-vt,quant-vt-staged,quant-vt-async 2>&1 | grep '^hdim' | sed "s/^/lag $L: /"
+      --columns quant-vt,quant-vt-staged 2>&1 | grep '^hdim' | sed "s/^/lag $L: /"
   done | tee "$K/lag.txt"
 fi
 if fits 40 "traces"; then
@@ -78,7 +78,7 @@ fi
 if fits 60 "ncu"; then
   say "ncu (quantizer kernels)"
   python3 -m pip install -q --no-deps --no-index --force-reinstall "$CAND"/flashcute-*.whl
-  for S in 0 1 2; do
+  for S in 0 1; do
     FLASHCUTE_FP8_QUANTIZE_STAGED=$S timeout "$(cap 50)" ncu --clock-control none --kernel-name regex:quantize \
       --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
       --section WarpStateStats --section Occupancy python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096

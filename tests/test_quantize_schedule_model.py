@@ -2,9 +2,7 @@
 interleavings: CTAs claiming positions from the shared counter, the A (amax) and B (cast) items
 those positions map to (item_at, ported below), B items waiting until every A item of their slot
 is counted, and, for the staged kernel, the ring of shared-memory stages filled kStages - 1 items
-ahead: by warp 0's bulk copies completing on one mbarrier per stage (loader "bulk"), or by every
-thread's cp.async, one group per item, with positions claimed one iteration before their loads
-in a ring of kStages + 1 (loader "async").
+ahead by warp 0's bulk copies completing on one mbarrier per stage.
 
 It checks the design, not the CUDA code:
   - no deadlock, also when fewer CTAs are resident than launched (a CTA starts only when a
@@ -34,15 +32,13 @@ def item_at(n, lag, pos):
     return True, pos - n
 
 
-def run(seed, slot_items, ctas, resident, stages, lag=None, mutation=None, loader="bulk"):
+def run(seed, slot_items, ctas, resident, stages, lag=None, mutation=None):
     """One random interleaving. slot_items: items per slot (items of a slot are consecutive);
     stages: 0 for the direct kernel (one position claimed ahead), else the staged kernel's ring.
     Returns None, or a string describing a deadlock; raises Violation on a safety violation.
     mutation: "stage_off_by_one" (a claim refills the stage that is about to be read),
     "wrong_parity" (the stage wait looks for the other phase), "no_a_wait" (B items do not wait
-    for their slot's A items); with loader "async": "stage_off_by_one" (item k + S - 1 loaded into
-    item k's stage), "ring_off_by_one" (the claim overwrites the slot of the item being loaded),
-    "wait_too_few" (cp.async.wait_group S instead of S - 1)."""
+    for their slot's A items)."""
     rng = random.Random(seed)
     slot_of = [s for s, m in enumerate(slot_items) for _ in range(m)]
     n = len(slot_of)
@@ -54,7 +50,7 @@ def run(seed, slot_items, ctas, resident, stages, lag=None, mutation=None, loade
     counter = [0]
     done = [0] * len(slot_items)          # A items counted per slot
     computed = []                         # (pos, is_b, item) in completion order
-    copies = []                           # in flight: (cta, stage, barrier, bytes, pos, group)
+    copies = []                           # in flight: (cta, stage, barrier, bytes, pos)
 
     stage_data = {c: [None] * max(stages, 1) for c in range(ctas)}  # whose rows each stage holds
 
@@ -75,21 +71,8 @@ def run(seed, slot_items, ctas, resident, stages, lag=None, mutation=None, loade
                     data[s] = pos  # nothing to land: the stage is not read
                 full[s].arrive(tx=nbytes)  # lane 0's arrive.expect_tx, before any copy is issued
                 for _ in range(nbytes):
-                    copies.append((c, s, full[s], 1, pos, None))
+                    copies.append((c, s, full[s], 1, pos))
                     yield
-
-        def async_issue(pos, s, group):
-            """Every thread's cp.async of item `group` (the CTA's item index) into stage s."""
-            if pos is None:
-                raise Violation(f"CTA {c} loads item {group}, whose position was never claimed")
-            if pos < end:
-                nbytes = rng.choice([0, 1, 2, 3])
-                if nbytes == 0:
-                    data[s] = pos
-                for _ in range(nbytes):
-                    copies.append((c, s, None, 1, pos, group))
-                    yield
-            yield
 
         def compute(pos):
             is_b, j = item_at(n, lag, pos)
@@ -125,32 +108,6 @@ def run(seed, slot_items, ctas, resident, stages, lag=None, mutation=None, loade
                 ahead.append(pos)
                 yield
             return
-        if loader == "async":
-            S, R = stages, stages + 1
-            ring = [None] * R
-            for i in range(S):
-                ring[i] = counter[0]
-                counter[0] += 1
-                yield
-            for i in range(S - 1):
-                yield from async_issue(ring[i], i, i)
-            k = 0
-            while True:
-                fill = k % S if mutation == "stage_off_by_one" else (k + S - 1) % S
-                yield from async_issue(ring[(k + S - 1) % R], fill, k + S - 1)
-                slot = (k + S - 1) % R if mutation == "ring_off_by_one" else (k + S) % R
-                ring[slot] = counter[0]
-                counter[0] += 1
-                yield
-                pos = ring[k % R]
-                if pos >= end:
-                    return
-                pending = S if mutation == "wait_too_few" else S - 1  # cp.async.wait_group
-                # groups complete in order: wait until at most `pending` of the newest are open
-                while any(cp[0] == c and cp[5] <= k + S - 1 - pending for cp in copies):
-                    yield "wait"
-                yield from compute_from_stage(k % S, pos)
-                k += 1
         for s in range(stages):
             yield from claim(s)
         k = 0
@@ -173,10 +130,9 @@ def run(seed, slot_items, ctas, resident, stages, lag=None, mutation=None, loade
     def land():
         """The copy engine: one in-flight copy lands (any of them)."""
         i = rng.randrange(len(copies))
-        c, s, bar, nbytes, pos, _ = copies.pop(i)
+        c, s, bar, nbytes, pos = copies.pop(i)
         stage_data[c][s] = pos
-        if bar is not None:
-            bar.complete_tx(nbytes)
+        bar.complete_tx(nbytes)
 
     gens = {}
     waiting = list(range(ctas))
@@ -222,31 +178,28 @@ SHAPES = [  # items per slot: one tensor, uneven slots, many small slots
 ]
 
 
-KERNELS = [(0, "bulk"), (2, "bulk"), (4, "bulk"), (2, "async"), (4, "async")]  # stages 0: the direct kernel
+STAGES = [0, 2, 4]  # 0: the direct kernel
 
 
-@pytest.mark.parametrize("stages,loader", KERNELS)
+@pytest.mark.parametrize("stages", STAGES)
 @pytest.mark.parametrize("shape", range(len(SHAPES)))
-def test_schedule_never_deadlocks_or_races(stages, loader, shape):
+def test_schedule_never_deadlocks_or_races(stages, shape):
     for seed in range(60):
         ctas = 1 + seed % 5
         resident = 1 + seed % ctas
         slot_items = SHAPES[shape]
         lag = [None, max(slot_items), 10 ** 6][seed % 3]  # automatic, smallest safe, every A first
-        r = run(seed, slot_items, ctas, resident, stages, lag=lag, loader=loader)
+        r = run(seed, slot_items, ctas, resident, stages, lag=lag)
         assert r is None, f"seed {seed} ctas {ctas} resident {resident} lag {lag}: {r}"
 
 
-@pytest.mark.parametrize("loader,mutation", [("bulk", "stage_off_by_one"), ("bulk", "wrong_parity"),
-                                             ("bulk", "no_a_wait"), ("async", "stage_off_by_one"),
-                                             ("async", "ring_off_by_one"), ("async", "wait_too_few")])
-def test_model_catches_known_wrong_variants(loader, mutation):
+@pytest.mark.parametrize("mutation", ["stage_off_by_one", "wrong_parity", "no_a_wait"])
+def test_model_catches_known_wrong_variants(mutation):
     caught = 0
     for seed in range(60):
         try:
             ctas = 2 + seed % 4
-            r = run(seed, SHAPES[1], ctas=ctas, resident=ctas, stages=3, lag=max(SHAPES[1]), mutation=mutation,
-                    loader=loader)
+            r = run(seed, SHAPES[1], ctas=ctas, resident=ctas, stages=3, lag=max(SHAPES[1]), mutation=mutation)
         except Violation:
             caught += 1
             continue

@@ -27,9 +27,9 @@
 // one (FLASHCUTE_FP8_QUANTIZE_STAGED=1, environment, read per call) has warp 0 copy each item's
 // rows into a ring of shared-memory stages with bulk async copies (cp.async.bulk, one per row and
 // head) kStages - 1 items ahead of the one being computed, so the loads of three items per CTA
-// are in flight while the CTA computes; =2 has every thread issue 16-byte cp.async (LDGSTS) into
-// the same ring, positions claimed one iteration ahead (a ring of kStages + 1 positions). The
-// arithmetic (and so every output byte) is the direct kernel's. An item is at least one row of
+// are in flight while the CTA computes. (A cp.async (LDGSTS) loader, =2, was removed: its
+// evict-first cache hint trapped as an illegal instruction on the H100 of run 91, and where it ran it
+// was no faster than the bulk one.) The arithmetic (and so every output byte) is the direct kernel's. An item is at least one row of
 // its slot's heads: where that outgrows a stage (large head groups) the direct kernel runs.
 // It processes its claimed positions in increasing order, so the deadlock argument below holds
 // for any number of positions claimed ahead.
@@ -234,21 +234,6 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
         : "memory");
   } else {
     cute::SM90_BULK_COPY_G2S::copy(src, bar, dst, int32_t(bytes));
-  }
-}
-
-// 16 bytes global -> shared by this thread (LDGSTS, L2 only), in the current cp.async group.
-template <bool kLastUse>
-__device__ __forceinline__ void async_load16(void* dst, const void* src) {
-  if constexpr (kLastUse) {
-    uint64_t policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(cute::cast_smem_ptr_to_uint(dst)),
-                 "l"(src), "l"(policy)
-                 : "memory");
-  } else {
-    cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>::copy(*static_cast<const cute::uint128_t*>(src),
-                                                           *static_cast<cute::uint128_t*>(dst));
   }
 }
 
@@ -785,13 +770,9 @@ __device__ __forceinline__ int claim_position(const Args& a, Mode mode, int k) {
   return mode == Mode::kFused ? int(atomicAdd(a.next, 1u)) : int(blockIdx.x) + k * int(gridDim.x);
 }
 
-// How a staged kernel fills its stages:
-//   kBulk:  warp 0, one cp.async.bulk per (row, head) of the item spread over its lanes, completing
-//           on the stage's mbarrier (lane 0's arrival announces the bytes first);
-//   kAsync: all threads, 16-byte cp.async (LDGSTS) each, one cp.async group per item.
-enum class Loader : int { kBulk = 1, kAsync = 2 };
-
-// kBulk, warp 0: claims the CTA's k-th position into stage s (publishing it in stage_pos[s] for
+// The staged kernel's loader, warp 0: one cp.async.bulk per (row, head) of the item spread over
+// its lanes, completing on the stage's mbarrier (lane 0's arrival announces the bytes first).
+// Warp 0 claims the CTA's k-th position into stage s (publishing it in stage_pos[s] for
 // the other warps, which read it after the next __syncthreads) and starts its item's copies (an
 // item without rows completes its phase at once).
 template <class G>
@@ -817,25 +798,7 @@ __device__ void claim_and_bulk_load(const Args& a, Mode mode, int k, int s, uint
   }
 }
 
-// kAsync, every thread: its 16-byte pieces of the item at `pos` into `dst` (piece c of the stage
-// is 16 bytes of segment c / (D / 8): consecutive threads read consecutive bytes of a row).
-template <class G>
-__device__ void async_load_item(const Args& a, Mode mode, int pos, uint8_t* dst) {
-  if (pos >= position_end(a, mode)) return;
-  const ItemLoad ld = item_load<G>(a, mode, pos);
-  const Tensor& t = *ld.t;
-  const int per_seg = t.head_dim / kGroupElems;
-  const int pieces = ld.segs * per_seg;
-  for (int c = threadIdx.x; c < pieces; c += kThreads) {
-    const int seg = c / per_seg, within = c - seg * per_seg;
-    const int r = seg / t.group, g = seg - r * t.group;
-    const uint16_t* src = ld.x + int64_t(r) * t.xs_r + int64_t(g) * t.xs_h + within * kGroupElems;
-    if (ld.cast) async_load16<true>(dst + c * 16, src);
-    else async_load16<false>(dst + c * 16, src);
-  }
-}
-
-// The staged kernel with bulk copies (Loader::kBulk).
+// The staged kernel (bulk copies).
 template <class In, class G>
 __device__ void staged_bulk(const Args& a, Mode mode, uint8_t* stages, Shared<G>& sm) {
   __shared__ __align__(8) uint64_t full[G::kStages];  // phase k / kStages of stage s: item k's rows landed
@@ -874,49 +837,14 @@ __device__ void staged_bulk(const Args& a, Mode mode, uint8_t* stages, Shared<G>
   }
 }
 
-// The staged kernel with cp.async (Loader::kAsync). Positions are claimed (thread 0) one
-// iteration before their loads are issued (every thread needs them), so kStages + 1 are live:
-// item k computing, k + 1 .. k + kStages - 1 loading, k + kStages claimed.
-template <class In, class G>
-__device__ void staged_async(const Args& a, Mode mode, uint8_t* stages, Shared<G>& sm) {
-  constexpr int S = G::kStages, R = G::kStages + 1;
-  __shared__ int ring[R];  // position of item k at k % R
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < S; ++i) ring[i] = claim_position(a, mode, i);
-  }
-  __syncthreads();
-  for (int i = 0; i < S - 1; ++i) {
-    async_load_item<G>(a, mode, ring[i], stages + i * G::kStageBytes);
-    cute::cp_async_fence();
-  }
-  const int end = position_end(a, mode);
-  for (int k = 0;; ++k) {
-    // Item k + S - 1 into the stage item k - 1 left (free since the __syncthreads ending it).
-    async_load_item<G>(a, mode, ring[(k + S - 1) % R], stages + ((k + S - 1) % S) * G::kStageBytes);
-    cute::cp_async_fence();
-    if (threadIdx.x == 0) ring[(k + S) % R] = claim_position(a, mode, k + S);  // item k - 1's slot
-    const int pos = ring[k % R];
-    if (pos >= end) break;  // positions grow with k: nothing later was loaded
-    bool cast;
-    int j;
-    position_item<G::kVarlen>(a, mode, pos, cast, j);
-    cute::cp_async_wait<S - 1>();  // this thread's pieces of item k landed (items k + 1 .. k + S - 1 may not)
-    __syncthreads();      // everyone's pieces; the claim above published
-    run_item<In, G>(a, cast, j, /*wait=*/mode == Mode::kFused, sm,
-                    reinterpret_cast<const uint16_t*>(stages + (k % S) * G::kStageBytes));
-    __syncthreads();  // stage k % S and the item's shared memory are free
-  }
-}
-
-template <class In, Loader L, bool kVarlen>
+template <class In, bool kVarlen>
 __global__ void __launch_bounds__(kThreads, kStagedBlocksPerSm)
     staged_quantize_kernel(const __grid_constant__ Args a, Mode mode) {
   using G = StagedG<kVarlen>;
   extern __shared__ __align__(128) uint8_t stages[];  // G::kStages items of x, G::kStageBytes each
   __shared__ __align__(16) Shared<G> sm;
   build_sign_masks(a, sm);
-  if constexpr (L == Loader::kBulk) staged_bulk<In, G>(a, mode, stages, sm);
-  else staged_async<In, G>(a, mode, stages, sm);
+  staged_bulk<In, G>(a, mode, stages, sm);
 }
 
 // ---- varlen: the item prefix ------------------------------------------------------------------
@@ -973,18 +901,18 @@ bool lag_override(long* lag) {
   return true;
 }
 
-// FLASHCUTE_FP8_QUANTIZE_STAGED: "0" the direct kernel, "1" the staged one with bulk copies, "2"
-// the staged one with cp.async (an error if the staged kernel cannot run here, so that an A/B run
+// FLASHCUTE_FP8_QUANTIZE_STAGED: "0" the direct kernel, "1" the staged one (an error if the staged
+// kernel cannot run here, so that an A/B run
 // or a test never measures another kernel unknowingly); unset, empty or anything else:
 // FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT (the same values; a staged default that cannot run falls
 // back to the direct kernel).
 struct KernelChoice {
-  int kernel;   // 0 direct, 1 staged (bulk), 2 staged (cp.async)
+  int kernel;   // 0 direct, 1 staged
   bool forced;  // set by the environment
 };
 KernelChoice kernel_choice() {
   const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_STAGED");
-  if (s && s[0] >= '0' && s[0] <= '2' && !s[1]) return {s[0] - '0', true};
+  if (s && s[0] >= '0' && s[0] <= '1' && !s[1]) return {s[0] - '0', true};
   return {FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT, false};
 }
 
@@ -1034,7 +962,7 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int item_units, int* max_items
 // The staged kernel's dynamic shared memory (its ring) and carveout, set on every launch as the
 // attention kernels do (a function's attributes belong to the device it runs on), and its
 // resident CTAs per SM, asked once per device. 0 CTAs: it cannot run (then the direct one does).
-template <class In, Loader L, bool kVarlen>
+template <class In, bool kVarlen>
 int staged_blocks_per_sm() {
   constexpr int kBytes = Staged::kStages * Staged::kStageBytes;
   constexpr int kMaxDevices = 64;
@@ -1044,19 +972,19 @@ int staged_blocks_per_sm() {
     (void)cudaGetLastError();
     return 0;
   }
-  if (cudaFuncSetAttribute(staged_quantize_kernel<In, L, kVarlen>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) !=
+  if (cudaFuncSetAttribute(staged_quantize_kernel<In, kVarlen>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) !=
       cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
   // All of L1's share to shared memory: the kernel reads x only through its stages.
-  if (cudaFuncSetAttribute(staged_quantize_kernel<In, L, kVarlen>, cudaFuncAttributePreferredSharedMemoryCarveout,
+  if (cudaFuncSetAttribute(staged_quantize_kernel<In, kVarlen>, cudaFuncAttributePreferredSharedMemoryCarveout,
                            int(cudaSharedmemCarveoutMaxShared)) != cudaSuccess) {
     (void)cudaGetLastError();
   }
   int n = cached[dev].load(std::memory_order_relaxed) - 1;
   if (n < 0) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, staged_quantize_kernel<In, L, kVarlen>, kThreads, kBytes) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, staged_quantize_kernel<In, kVarlen>, kThreads, kBytes) !=
         cudaSuccess) {
       (void)cudaGetLastError();
       n = 0;
@@ -1066,19 +994,11 @@ int staged_blocks_per_sm() {
   return n;
 }
 
-// The resident CTAs per SM of the staged kernel with this loader (0: it cannot run).
-template <class In, bool kVarlen>
-int staged_blocks(Loader loader) {
-  return loader == Loader::kBulk ? staged_blocks_per_sm<In, Loader::kBulk, kVarlen>()
-                                 : staged_blocks_per_sm<In, Loader::kAsync, kVarlen>();
-}
-
 // kVarlen: some tensor has row_bounds (the kernels' varlen instantiations).
 template <class In, bool kVarlen>
 int launch(const Fp8QuantizeParams& p) {
   const KernelChoice choice = kernel_choice();
-  const Loader loader = choice.kernel == 2 ? Loader::kAsync : Loader::kBulk;
-  const int staged_blocks = choice.kernel == 0 ? 0 : quant::staged_blocks<In, kVarlen>(loader);
+  const int staged_blocks = choice.kernel == 0 ? 0 : staged_blocks_per_sm<In, kVarlen>();
   if (choice.kernel != 0 && choice.forced && staged_blocks == 0) return int(cudaErrorInvalidConfiguration);
   bool staged = staged_blocks > 0;
   Args a{};
@@ -1114,10 +1034,8 @@ int launch(const Fp8QuantizeParams& p) {
   };
   const auto run = [&](Mode mode, int grid) {
     constexpr int kStageSmem = Staged::kStages * Staged::kStageBytes;
-    if (staged && loader == Loader::kBulk) {
-      staged_quantize_kernel<In, Loader::kBulk, kVarlen><<<grid, kThreads, kStageSmem, stream>>>(a, mode);
-    } else if (staged) {
-      staged_quantize_kernel<In, Loader::kAsync, kVarlen><<<grid, kThreads, kStageSmem, stream>>>(a, mode);
+    if (staged) {
+      staged_quantize_kernel<In, kVarlen><<<grid, kThreads, kStageSmem, stream>>>(a, mode);
     } else {
       quantize_kernel<In, kVarlen><<<grid, kThreads, 0, stream>>>(a, mode);
     }
@@ -1126,7 +1044,7 @@ int launch(const Fp8QuantizeParams& p) {
   // Resident CTAs (launch bounds: kMinBlocksPerSm per SM fit); more would only queue behind.
   const int resident = std::max(1, p.num_sms) * (staged ? staged_blocks : kMinBlocksPerSm);
   // Positions a CTA holds at once: the item it computes and, staged, those it has loading.
-  const int held = staged ? Staged::kStages + int(loader == Loader::kAsync) : 1;
+  const int held = staged ? Staged::kStages : 1;
   long lag = -2;
   const bool forced = lag_override(&lag);
   if (forced && lag < 0) {  // two launches: every amax, then every cast
