@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole prepared kit in ONE device call (carry [".carry/ablation", ".carry/trace", ".carry/candsq2"]),
+# The whole prepared kit in ONE device call (carry the wheel's folder, the harness folder and, if
+# built, .carry/trace; scripts/kit_next_call.sh builds them and prints the call),
 # steps in order of what a decision needs most, each under its own timeout, so that a call cut short
 # (or a machine taken back late) still returns the first results. Measured on run 89: the full test
 # run + sanitizers ~200 s, the benchmarks a few seconds per case; the whole script ~8-9 min.
@@ -22,9 +23,9 @@ fits() {  # fits NEED_S NAME: true if NEED_S seconds are left, else says it skip
 }
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo $(( l > 5 ? l - 5 : 1 )); }
 
-# 1. The candidate wheel (split Q = 1, VT_TILE = 1, staged + varlen quantizer): every test and
-#    the sanitizers (gpu_check.sh installs it from .carry/).
-CAND="${CAND:-.carry/candsq2}"  # the candidate wheel folder (carry it)
+# 1. The candidate wheel: every test and the sanitizers (gpu_check.sh installs it from .carry/).
+CAND="${CAND:-.carry/final}"  # the candidate wheel folder (carry it)
+ABL="${ABL:-.carry/ablation}"  # the harness variants (scripts/build_ablation.sh; carry it)
 cp "$CAND"/*.whl "$CAND"/ptxas.txt .carry/
 say "tests + sanitizers (candidate)"
 # KIT_NO_SANITIZE=1 / KIT_AB_ROUNDS=2: a shorter call where little device time is left.
@@ -32,7 +33,7 @@ PYTEST_TIMEOUT="${PYTEST_TIMEOUT:-240}" SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-90
   ${KIT_NO_SANITIZE:+--no-sanitize}
 
 # 2. The FP8 mode end to end with each quantizer kernel (issue 6's mode bar), and the bf16 bars of
-#    issue 5 with the candidate library (split Q), three rounds per case (steady state).
+#    issue 5 with the candidate library, three rounds per case (steady state).
 say "FP8 mode"
 timeout 100 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096,16384 --causal both \
   --json "$OUT/fp8_mode.json" > "$K/fp8_mode.txt" 2>&1; tail -12 "$K/fp8_mode.txt"
@@ -41,48 +42,34 @@ timeout 90 python3 benchmarks/bench_attention.py --impls flashcute,cudnn --backe
   --seqlens 1024,4096 --causal both --rounds 3 --json "$OUT/bench_bf16.json" > "$K/bench_bf16.txt" 2>&1
 tail -12 "$K/bench_bf16.txt"
 
-# 3. The harness A/B (split Q per family, the direct-store epilogue with and without it, the V^T
-#    kernel's registers and P buffers).
+# 3. The harness A/B (its variants' outputs grouped by bitwise equality too).
 say "smoke + A/B"
-timeout 100 python3 benchmarks/smoke_ablation.py --dir .carry/ablation --bitwise > "$K/smoke.txt" 2>&1
+# A variant that fails or hangs in the smoke test is not timed (a hang would cost the A/B's timeout).
+if timeout 100 python3 benchmarks/smoke_ablation.py --dir "$ABL" --bitwise > "$K/smoke.txt" 2>&1; then smoke_ok=1; else smoke_ok=0; fi
 grep -E "^bitwise|FAILED|Error" "$K/smoke.txt"; tail -1 "$K/smoke.txt"
-timeout "$(cap 200)" python3 benchmarks/bench_ablation.py --dir .carry/ablation --seqlens 1024,4096,16384 \
+[ "$smoke_ok" = 1 ] || say "smoke failed: no A/B"
+[ "$smoke_ok" = 1 ] && timeout "$(cap 200)" python3 benchmarks/bench_ablation.py --dir "$ABL" --seqlens 1024,4096,16384 \
   --rounds "${KIT_AB_ROUNDS:-3}" \
   --rep 100 --json "$OUT/ab.json" > "$K/ab.txt" 2>&1
 tail -60 "$K/ab.txt"
 
-# 4. The staged quantizer's claim lag, the traces, racecheck of the split-Q harness builds, memcheck
-#    of the direct-store epilogue builds (ep, sqep), ncu of the two quantizer kernels.
-if fits 60 "quantizer lag"; then
-  say "quantizer lag"
-  for L in 400 800 3000; do
-    FLASHCUTE_FP8_QUANTIZE_LAG=$L timeout 30 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096 \
-      --columns quant-vt,quant-vt-staged 2>&1 | grep '^hdim' | sed "s/^/lag $L: /"
-  done | tee "$K/lag.txt"
-fi
-if fits 40 "traces"; then
+# 4. The traces (if $TRACE_DIR was carried), racecheck and memcheck of
+#    the harness builds (small cases, 5 CTAs).
+TRACE_DIR="${TRACE_DIR:-.carry/trace}"  # traced harness builds (carry it)
+if [ -d "$TRACE_DIR" ] && [ "$smoke_ok" = 1 ] && fits 40 "traces"; then
   say "traces"
-  timeout "$(cap 60)" python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 1024,4096 --out "$K/trace" \
+  timeout "$(cap 60)" python3 benchmarks/diag_trace.py --dir "$TRACE_DIR" --seqlens 1024,4096 --out "$K/trace" \
     > "$K/trace.txt" 2>&1; tail -8 "$K/trace.txt"
 fi
 if fits 50 "racecheck"; then
-  say "racecheck (split-Q harness builds)"
-  timeout "$(cap 120)" compute-sanitizer --tool racecheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation \
-    --only sq --small --num-sms 5 > "$K/racecheck_kit.txt" 2>&1; tail -3 "$K/racecheck_kit.txt"
+  say "racecheck (harness builds)"
+  timeout "$(cap 120)" compute-sanitizer --tool racecheck python3 benchmarks/smoke_ablation.py --dir "$ABL" \
+    --only "${KIT_RACE_ONLY:-}" --small --num-sms 5 > "$K/racecheck_kit.txt" 2>&1; tail -3 "$K/racecheck_kit.txt"
 fi
 if fits 40 "memcheck"; then
-  say "memcheck (direct-store epilogue harness builds)"
-  timeout "$(cap 100)" compute-sanitizer --tool memcheck python3 benchmarks/smoke_ablation.py --dir .carry/ablation \
-    --only ep --small --num-sms 5 > "$K/memcheck_ep.txt" 2>&1; tail -3 "$K/memcheck_ep.txt"
-fi
-if fits 60 "ncu"; then
-  say "ncu (quantizer kernels)"
-  python3 -m pip install -q --no-deps --no-index --force-reinstall "$CAND"/flashcute-*.whl
-  for S in 0 1; do
-    FLASHCUTE_FP8_QUANTIZE_STAGED=$S timeout "$(cap 50)" ncu --clock-control none --kernel-name regex:quantize \
-      --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
-      --section WarpStateStats --section Occupancy python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096
-  done > "$K/ncu_quant.txt" 2>&1; tail -3 "$K/ncu_quant.txt"
+  say "memcheck (harness builds)"
+  timeout "$(cap 100)" compute-sanitizer --tool memcheck python3 benchmarks/smoke_ablation.py --dir "$ABL" \
+    --only "${KIT_RACE_ONLY:-}" --small --num-sms 5 > "$K/memcheck_kit.txt" 2>&1; tail -3 "$K/memcheck_kit.txt"
 fi
 say "done"
 tar czf "$OUT/kit.tgz" -C "$OUT" kit && rm -rf "$K"

@@ -174,8 +174,8 @@ def test_quantize_cuda_selection_falls_back(monkeypatch):
         assert F._use_cuda(x, None, True, "auto") and F._use_cuda(x, None, False, "cuda")
         assert F._use_cuda(cu_empty(2, 9, 4, 96, dtype=torch.float16), None, False, "auto")
         assert not F._use_cuda(x, None, True, "torch") and not F._use_cuda(x, None, True, "triton")
-        # varlen: the kernel takes packed (total, heads, d) rows; "auto" keeps the torch path until
-        # the varlen kernel has run on a GPU (F._CUDA_VARLEN_AUTO)
+        # varlen: the kernel takes packed (total, heads, d) rows; "auto" takes it where
+        # F._CUDA_VARLEN_AUTO (on since its GPU tests passed, run 92)
         cu = torch.empty(3, dtype=torch.int32, device="cuda")
         assert F._use_cuda(cu_empty(18, 4, 128), cu, True, "cuda")
         assert F._use_cuda(cu_empty(18, 4, 128), cu, True, "auto") == F._CUDA_VARLEN_AUTO

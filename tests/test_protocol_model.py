@@ -5,9 +5,12 @@ not the CUDA code: no deadlock; Q (part w) is never refilled while a warpgroup t
 still read it; no warpgroup reads Q before its load landed; the header is never overwritten before
 every warpgroup read it; every warpgroup sees every tile, in order.
 
-Both layouts of Q are modelled: one buffer (q_full / q_empty for the whole tile; the header
-waits on q_empty) and one part per warpgroup (FLASHCUTE_SM90_SPLIT_Q: q_full[w] / q_empty[w],
-the header on its own barrier, hdr_empty, and the tile's first K block loaded before the parts).
+Three layouts of Q are modelled: one buffer (q_full / q_empty for the whole tile; the header
+waits on q_empty), one part per warpgroup (FLASHCUTE_SM90_SPLIT_Q: q_full[w] / q_empty[w], the
+header on its own barrier, hdr_empty, and the tile's first K block loaded before the parts), and
+two whole-tile buffers used by the loaded tiles in turn (FLASHCUTE_SM90_Q_AHEAD: buffer j % 2
+for the j-th loaded tile, its barriers completing once per use, the header on hdr_empty, so that
+the producer loads a tile's Q as soon as it has published the tile).
 mbarriers are modelled as the hardware keeps them: a phase counter, and waits that only see its
 parity (`try_wait.parity P` returns once the phase with parity P is complete, i.e. the current
 phase's parity differs from P), so a waiter two phases behind blocks for ever.
@@ -23,7 +26,7 @@ from _sync_model import MBarrier, Violation
 END = -1
 
 
-def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loaded_only=False):
+def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loaded_only=False, qahead=False):
     """One random interleaving over `tiles` (key blocks per tile; 0 = a tile without loads).
     Returns None, or a string describing a deadlock; raises Violation on a safety violation.
     mutation: a known-wrong variant of the protocol, to show the model catches it:
@@ -33,17 +36,24 @@ def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loade
     its epilogue's store has read it.
     loaded_only: split Q with q_empty[w] flipping only for tiles with loads (consumers do not
     arrive for a tile without loads; the producer keeps its own parity per loaded tile and
-    waits for Q's parts only after the header, as a separate Q-issuing lane would have to)."""
+    waits for Q's parts only after the header, as a separate Q-issuing lane would have to).
+    qahead: two Q buffers (not split), buffer j % 2 for the j-th tile with loads; the producer waits
+    for its use j - 2 to be released (parity ((j // 2) & 1) ^ 1), the consumers for its load
+    (parity (j // 2) & 1); a tile without loads touches neither. Mutations: "same_buffer", the
+    producer always fills buffer 0 (the consumers still alternate); "tile_parity", the consumers
+    wait for parity j & 1 (a phase per tile rather than per use of the buffer)."""
     rng = random.Random(seed)
-    parts = nwg if split else 1
+    assert not (split and qahead)
+    parts = nwg if split else 2 if qahead else 1
+    own_hdr = split or qahead  # the header has its own barrier
     q_full = [MBarrier(1) for _ in range(parts)]
-    q_empty = [MBarrier(nwg // parts) for _ in range(parts)]  # one arrival per warpgroup here
+    q_empty = [MBarrier(nwg if qahead else nwg // parts) for _ in range(parts)]  # one arrival per warpgroup here
     hdr_empty, tile_full = MBarrier(nwg), MBarrier(1)
     k_full = [MBarrier(1) for _ in range(stages)]
     k_empty = [MBarrier(nwg) for _ in range(stages)]
     header = [None]
     hdr_reads = set()
-    reading = [False] * nwg   # warpgroup w may read its Q part
+    reading = [None] * nwg    # the Q part (buffer) warpgroup w may read
     inflight = [0] * parts    # Q loads into part p not yet landed
     tma = []                  # landings to come: (barrier, bytes, Q part or None)
     seen = [[] for _ in range(nwg)]
@@ -53,6 +63,7 @@ def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loade
     def producer():
         bp, ks, kph = 1, 0, 1  # a producer's start state: the first waits pass at once
         qpar = 1  # loaded_only: the parity of q_empty's phase to wait for, flipped per loaded tile
+        qj = 0    # qahead: the tiles loaded so far
 
         def load_k():
             nonlocal ks, kph
@@ -63,10 +74,12 @@ def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loade
             ks, kph = (0, kph ^ 1) if ks + 1 == stages else (ks + 1, kph)
 
         def load_q(p):
+            if qahead:
+                p = 0 if mutation == "same_buffer" else qj % 2
             if mutation != "no_q_wait":
-                par = qpar if loaded_only else bp
+                par = ((qj // 2) & 1) ^ 1 if qahead else qpar if loaded_only else bp
                 yield lambda: q_empty[p].passed(par)
-            if any(reading[w] for w in range(nwg) if part_of[w] == p):
+            if any(reading[w] == p for w in range(nwg)):
                 raise Violation(f"Q part {p} refilled while a warpgroup reads it")
             q_full[p].arrive(tx=1)
             inflight[p] += 1
@@ -80,7 +93,7 @@ def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loade
             no_loads = t != END and tiles[t] == 0
             if split and no_loads and mutation != "skip_after_header" and not loaded_only:
                 yield from wait_parts()
-            yield lambda: (hdr_empty if split else q_empty[0]).passed(bp)
+            yield lambda: (hdr_empty if own_hdr else q_empty[0]).passed(bp)
             if header[0] is not None and hdr_reads != set(range(nwg)):
                 raise Violation("tile header overwritten before every warpgroup read it")
             header[0] = t
@@ -98,12 +111,14 @@ def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loade
                     qpar ^= 1
                 for _ in range(tiles[t] - 1):
                     yield from load_k()
+                qj += 1
             elif split and mutation == "skip_after_header":
                 yield from wait_parts()
             bp ^= 1
 
     def consumer(w):
         hp, qp, ks, kph = 0, 0, 0, 0
+        qj = 0  # qahead: the tiles with loads seen so far
         p = part_of[w]
         while True:
             yield lambda: tile_full.passed(hp)
@@ -111,19 +126,22 @@ def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loade
             t = header[0]
             hdr_reads.add(w)
             seen[w].append(t)
-            if split:
+            if own_hdr:
                 hdr_empty.arrive()
             if t == END:
                 return
             if tiles[t] == 0:
-                if not loaded_only:
+                if not loaded_only and not qahead:
                     q_empty[p].arrive()
                 continue
+            if qahead:
+                p, qp = qj % 2, (qj & 1 if mutation == "tile_parity" else (qj // 2) & 1)
+                qj += 1
             yield lambda: q_full[p].passed(qp)
             qp ^= 1
             if inflight[p]:
                 raise Violation(f"warpgroup {w} reads Q part {p} while its load is in flight")
-            reading[w] = True
+            reading[w] = p
             for _ in range(tiles[t]):
                 s = ks
                 yield lambda: k_full[s].passed(kph)
@@ -131,12 +149,12 @@ def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loade
                 k_empty[s].arrive()
                 ks, kph = (0, kph ^ 1) if ks + 1 == stages else (ks + 1, kph)
             if not alias_q:
-                reading[w] = False
+                reading[w] = None
                 q_empty[p].arrive()
             for _ in range(rng.randint(0, 3)):  # the epilogue (with alias_q: O written into Q's buffer)
                 yield None
             if alias_q:
-                reading[w] = False
+                reading[w] = None
                 q_empty[p].arrive()
 
     agents = [producer()] + [consumer(w) for w in range(nwg)]
@@ -173,12 +191,13 @@ def random_tiles(rng):
     return [rng.choice([0, 0, 1, 1, 2, 3, 5]) for _ in range(rng.randint(1, 9))]
 
 
-def failures(seeds, split, nwg, mutation=None, alias_q=False, loaded_only=False):
+def failures(seeds, split, nwg, mutation=None, alias_q=False, loaded_only=False, qahead=False):
     out = []
     for seed in range(seeds):
         tiles = random_tiles(random.Random(seed))
         try:
-            r = run(seed, tiles, split, nwg, mutation=mutation, alias_q=alias_q, loaded_only=loaded_only)
+            r = run(seed, tiles, split, nwg, mutation=mutation, alias_q=alias_q, loaded_only=loaded_only,
+                    qahead=qahead)
         except Violation as e:
             r = f"{e}: seed {seed}, tiles {tiles}"
         if r:
@@ -212,3 +231,21 @@ def test_loaded_only_phases_hold_without_the_header_order():
         for alias_q in (False, True):
             bad = failures(1000, True, nwg, alias_q=alias_q, loaded_only=True)
             assert not bad, bad[:3]
+
+
+def test_q_ahead_holds():
+    # Two Q buffers (FLASHCUTE_SM90_Q_AHEAD; O in its own buffer, so no alias_q).
+    for nwg in (2, 3):
+        bad = failures(1000, False, nwg, qahead=True)
+        assert not bad, bad[:3]
+
+
+def test_model_catches_q_ahead_variants():
+    # One buffer for every tile while the header runs ahead: the producer refills the buffer a
+    # warpgroup reads (or blocks); a parity per tile: a warpgroup reads Q before it landed (or
+    # blocks). (Dropping the producer's q_empty wait is not caught, and is not wrong here: it
+    # publishes tile j + 2 only once every warpgroup read tile j + 1's header, i.e. finished
+    # tile j and released its buffer; the wait stays as the protocol's own guard.)
+    for mutation in ("same_buffer", "tile_parity"):
+        bad = failures(300, False, 2, mutation=mutation, qahead=True)
+        assert bad, f"the model missed {mutation}"

@@ -23,15 +23,6 @@ namespace flashcute::sm90 {
 
 using namespace cute;
 
-// A/B switch: O written straight from registers (4-byte stores of each thread's column pairs,
-// predicated per row), with no shared-memory staging, barriers or TMA store. Run 85's trace put
-// the staged epilogue at ~2,300 cycles per warpgroup and tile (previous store / barrier 271,
-// stmatrix + fence + barrier 457, TMA store issue 930): more than half a key block on the tile
-// boundary. Only where O has its own buffer (an aliased one must be released after its store).
-#ifndef FLASHCUTE_SM90_EPI_DIRECT
-#define FLASHCUTE_SM90_EPI_DIRECT 0
-#endif
-
 template <class Traits>
 struct Epilogue {
   using Element = typename Traits::ElementO;  // what is written: the output type
@@ -100,11 +91,6 @@ struct Epilogue {
     }
 
     Tensor rO = convert_fragment<Element>(tOrO);
-    if constexpr (kDirect) {
-      store_direct(p, seq, h, m_block, rO);
-      clear(tOrO);  // as below: ends the fp32 O's live range
-      return;
-    }
     // The fp32 O is dead from here until the next tile's first P V, but that wgmma lists it as
     // an input (its zero-init is a runtime flag), so ptxas would keep all of it live through the
     // store next to rO: at d=256 with 128-key FP8 tiles that spilled. Zeros end its live range.
@@ -149,75 +135,6 @@ struct Epilogue {
       __syncwarp();
       cutlass::arch::ClusterBarrier::arrive(Traits::kOAliasQ ? &ss.bar.q_empty[Traits::kSplitQ ? wg : 0]
                                                              : &ss.bar.o_free);
-    }
-  }
-
-  static constexpr bool kDirect = bool(FLASHCUTE_SM90_EPI_DIRECT) && !Traits::kOAliasQ && !Traits::kOAliasV;
-
-  // Fragment values i and i + 1 (adjacent columns) as one 32-bit word, i's bits low.
-  template <class TensorR>
-  CUTE_DEVICE static uint32_t pair_bits(TensorR const& rO, int i) {
-    static_assert(sizeof(Element) == 2);
-    return uint32_t(reinterpret_cast<uint16_t const&>(rO(i))) |
-           (uint32_t(reinterpret_cast<uint16_t const&>(rO(i + 1))) << 16);
-  }
-
-  // O from registers: in the P V accumulator's layout a thread holds column pairs (2c, 2c + 1)
-  // of its rows, stored as one 4-byte word each; a quad covers 16 contiguous bytes of a row.
-  template <class TensorR>
-  CUTE_DEVICE void store_direct(FwdParams const& p, SeqInfo const& seq, int h, int m_block, TensorR const& rO) const {
-    TiledMmaPV mma_pv;
-    auto thr_pv = mma_pv.get_thread_slice(tid);
-    Tensor cO = thr_pv.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
-    static_assert(decltype(size(rO))::value == decltype(size(cO))::value && decltype(size(rO))::value % 2 == 0);
-    Element* out = out_rows(p, seq, h);
-    const int row0 = m_block * kBlockM;
-    if constexpr (FLASHCUTE_SM90_EPI_DIRECT == 2) {
-      store_direct_quad(out, p.o_row_stride, row0, seq.seqlen_q, rO, cO);
-      return;
-    }
-    CUTE_UNROLL
-    for (int i = 0; i < size(rO); i += 2) {
-      const int row = row0 + int(get<0>(cO(i))), col = int(get<1>(cO(i)));
-      if (row < seq.seqlen_q) *reinterpret_cast<uint32_t*>(out + int64_t(row) * p.o_row_stride + col) = pair_bits(rO, i);
-    }
-  }
-
-  // =2: the quad's words exchanged first (a 4 x 4 transpose in two butterfly steps, 4 shuffles
-  // per 4 words) so that each lane stores 16 contiguous bytes: lane q of a quad takes 8-column
-  // group 4s + q of each 32-column span s. Fragment value i = pair + 2 (row half) + 4 (group).
-  template <class TensorR, class TensorC>
-  CUTE_DEVICE static void store_direct_quad(Element* out, int64_t row_stride, int row0, int seqlen_q,
-                                            TensorR const& rO, TensorC const& cO) {
-    constexpr int kGroupsN = kHeadDimV / 8;
-    static_assert(decltype(size(rO))::value == 4 * kGroupsN && kGroupsN % 4 == 0, "one m64 x dv accumulator");
-    const int q = threadIdx.x & 3;
-    CUTE_UNROLL
-    for (int rh = 0; rh < 2; ++rh) {
-      const int row = row0 + int(get<0>(cO(2 * rh)));
-      CUTE_UNROLL
-      for (int s4 = 0; s4 < kGroupsN / 4; ++s4) {
-        uint32_t w[4];
-        CUTE_UNROLL
-        for (int c = 0; c < 4; ++c) w[c] = pair_bits(rO, 2 * rh + 4 * (4 * s4 + c));
-        // Step m (1, then 2): element (lane l, column c) with bit m of c != bit m of l swaps with
-        // (l ^ m, c ^ m): each lane sends, per column pair {c, c ^ m}, the one whose bit differs.
-        CUTE_UNROLL
-        for (int m = 1; m <= 2; m *= 2) {
-          const bool hi = (q & m) != 0;
-          CUTE_UNROLL
-          for (int c = 0; c < 4; ++c) {
-            if (c & m) continue;  // pair (c, c + m), c with bit m clear
-            const uint32_t send = hi ? w[c] : w[c + m];
-            const uint32_t got = __shfl_xor_sync(0xffffffffu, send, m);
-            if (hi) w[c] = got; else w[c + m] = got;
-          }
-        }
-        if (row < seqlen_q) {
-          *reinterpret_cast<uint4*>(out + int64_t(row) * row_stride + 8 * (4 * s4 + q)) =
-              make_uint4(w[0], w[1], w[2], w[3]);
-        }
-      }
     }
   }
 

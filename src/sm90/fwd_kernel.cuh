@@ -55,11 +55,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     cute::prefetch_tma_descriptor(kp.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(kp.tma_v.get_tma_descriptor());
     cute::prefetch_tma_descriptor(kp.tma_o.get_tma_descriptor());
-    for (int w = 0; w < Traits::kQParts; ++w) {
+    for (int w = 0; w < Traits::kQParts * Traits::kQSlots; ++w) {
       cutlass::arch::ClusterTransactionBarrier::init(&ss.bar.q_full[w], 1);
       cutlass::arch::ClusterBarrier::init(&ss.bar.q_empty[w], Traits::kNumMmaThreads / Traits::kQParts);
     }
-    if constexpr (Traits::kSplitQ) cutlass::arch::ClusterBarrier::init(&ss.bar.hdr_empty, Traits::kNumMmaThreads);
+    if constexpr (Traits::kHeaderBarrier) cutlass::arch::ClusterBarrier::init(&ss.bar.hdr_empty, Traits::kNumMmaThreads);
     cutlass::arch::ClusterBarrier::init(&ss.bar.tile_full, 1);
     cutlass::arch::ClusterBarrier::init(&ss.bar.o_free, Traits::kNumMmaThreads);
     ss.bar.tile.counter = kp.sched.counter;
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       mbar_wait(&ss.bar.tile_full, header_phase);
       header_phase ^= 1;
       const int t = load_volatile(ss.bar.tile.tile);
-      if constexpr (Traits::kSplitQ) mbar_arrive(&ss.bar.hdr_empty);  // the producer may publish the next
+      if constexpr (Traits::kHeaderBarrier) mbar_arrive(&ss.bar.hdr_empty);  // the producer may publish the next
       consumer.trace(kTrTileHeader, t);
       if (t >= sched.total_tiles) break;
       const TileCoord tc = sched.tile(t);
@@ -165,7 +165,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       const WindowMask mask(p, seq);
       const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
       if (!r.active || r.n_min >= r.n_max) {  // nothing loaded: hand Q's (and O's) buffer back
-        cutlass::arch::ClusterBarrier::arrive(consumer.q_empty(ss));
+        // (kQAhead: a tile without loads takes no Q buffer, so it has nothing to hand back)
+        if constexpr (!Traits::kQAhead) cutlass::arch::ClusterBarrier::arrive(consumer.q_empty(ss));
         if constexpr (Traits::kOAliasV) cutlass::arch::ClusterBarrier::arrive(&ss.bar.o_free);
         if (r.active) epilogue.store_empty(p, seq, tc.h, tc.m_block);
         continue;

@@ -17,6 +17,10 @@
 // rather than a named barrier: the producer is a single thread, and mbarrier arrivals count
 // threads exactly. With Q in parts (kSplitQ, fwd_traits.cuh) each warpgroup has its own
 // q_full[w] / q_empty[w], and the header its own barrier, hdr_empty, arrived once it is read.
+// With Q a tile ahead (kQAhead) there are two whole-tile Q buffers, the j-th tile with loads using
+// buffer j % 2 (its barriers complete once per use; a tile without loads touches neither), and
+// the header has hdr_empty too: the producer loads a tile's Q as soon as it has published it.
+// (tests/test_protocol_model.py models all three layouts.)
 //
 // Ping-pong (kPingPong): consumer warpgroups take turns issuing their GEMMs, ordered by named
 // barriers kBarSchedWG0 + w: a WG waits for its turn, issues, then hands the turn on. So
@@ -185,6 +189,7 @@ struct Mainloop {
   struct Producer {
     PipelineStateK state_k = cutlass::make_producer_start_state<PipelineK>();
     PipelineStateV state_v = cutlass::make_producer_start_state<PipelineV>();
+    int q_loads = 0;  // kQAhead: the tiles loaded so far; tile j's Q goes to buffer j % 2
     // Before each tile: the readers are done with Q's buffer and the previous tile header. The
     // phase parity is the header's buffers_phase: every tile, loaded or not, flips q_empty and
     // o_free once; the first wait is on parity 1 of a fresh barrier, which returns at once (as
@@ -193,7 +198,7 @@ struct Mainloop {
     // Q's part w is waited for (q_empty[w]) just before it is refilled.
     CUTE_DEVICE static uint32_t buffers_phase(SharedStorage& ss) { return load_volatile(ss.bar.tile.buffers_phase); }
     CUTE_DEVICE static void wait_buffers(SharedStorage& ss) {
-      mbar_wait(Traits::kSplitQ ? &ss.bar.hdr_empty : &ss.bar.q_empty[0], buffers_phase(ss));
+      mbar_wait(Traits::kHeaderBarrier ? &ss.bar.hdr_empty : &ss.bar.q_empty[0], buffers_phase(ss));
     }
     // The tile header for t, once the readers are done with the previous one (and, unless
     // kSplitQ, with Q). Published before Q is loaded: the consumers work out the tile while Q
@@ -265,13 +270,17 @@ struct Mainloop {
         }
       }();
       auto load_q = [&](int w) {
-        Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + w * cosize_v<typename Traits::SmemLayoutQPart>),
+        // kQAhead (one part): buffer b = q_loads % 2, refilled once the consumers released its
+        // previous use, tile q_loads - 2 (the first wait of a fresh barrier, parity 1, returns).
+        const int b = Traits::kQAhead ? (q_loads & 1) : w;
+        Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + b * cosize_v<typename Traits::SmemLayoutQPart>),
                                 typename Traits::SmemLayoutQPart{});
         auto [tQg, tQs] = tma_partition(kp.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
                                         group_modes<0, 2>(gQ));
         if constexpr (Traits::kSplitQ) mbar_wait(&ss.bar.q_empty[w], buffers_phase(ss));
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar.q_full[w], Traits::kQPartBytes);
-        copy(kp.tma_q.with(ss.bar.q_full[w]), tQg(_, tc.m_block * kQParts + w), tQs);
+        if constexpr (Traits::kQAhead) mbar_wait(&ss.bar.q_empty[b], ((q_loads >> 1) & 1) ^ 1);
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar.q_full[b], Traits::kQPartBytes);
+        copy(kp.tma_q.with(ss.bar.q_full[b]), tQg(_, tc.m_block * kQParts + w), tQs);
       };
       auto tK = tma_partition(kp.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
                               group_modes<0, 2>(gK));  // (global (TMA, n), smem (TMA, stage))
@@ -323,6 +332,7 @@ struct Mainloop {
         }
         issue_v(r.n_min);
       }
+      if constexpr (Traits::kQAhead) ++q_loads;
     }
   };
 
@@ -364,12 +374,16 @@ struct Mainloop {
     PipelineStateK state_k;
     PipelineStateV state_v;
     uint32_t q_phase = 0;  // q_full flips once per loaded tile
+    int q_loads = 0;       // kQAhead: the tiles loaded so far; tile j's Q is in buffer j % 2
     int wg;   // which 64 rows of the tile (0 .. kNumMmaWG - 1)
     int tid;  // index among the consumer threads
 
-    // The Q part this warpgroup reads (all of Q unless kSplitQ).
-    CUTE_DEVICE int q_part() const { return Traits::kSplitQ ? wg : 0; }
+    // The Q part this warpgroup reads (all of Q unless kSplitQ); kQAhead: the current tile's
+    // buffer, whose q_full completes once per use (phase = use count % 2).
+    CUTE_DEVICE int q_part() const { return Traits::kSplitQ ? wg : Traits::kQAhead ? (q_loads & 1) : 0; }
     CUTE_DEVICE uint64_t* q_empty(SharedStorage& ss) const { return &ss.bar.q_empty[q_part()]; }
+    CUTE_DEVICE uint32_t q_full_phase() const { return Traits::kQAhead ? uint32_t(q_loads >> 1) & 1u : q_phase; }
+    CUTE_DEVICE int q_offset() const { return Traits::kQAhead ? (q_loads & 1) * int(cosize_v<typename Traits::SmemLayoutQ>) : 0; }
 
     // Diagnostic trace (trace.cuh; compiled out unless FLASHCUTE_SM90_TRACE): the warpgroup's
     // first thread records the event; the count stays in a register.
@@ -428,7 +442,7 @@ struct Mainloop {
       // (2 R2UR) before every S WGMMA.
       auto wg_qk = mma_qk.get_thread_slice(wg * 128);
       auto wg_pv = mma_pv.get_thread_slice(wg * 128);
-      Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Traits::SmemLayoutQ{});
+      Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + q_offset()), typename Traits::SmemLayoutQ{});
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
       Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Traits::SmemLayoutVt{});
       Tensor tSrQ = wg_qk.partition_fragment_A(sQ);   // smem descriptors
@@ -439,7 +453,7 @@ struct Mainloop {
       // stage's (uniform) arithmetic instead of being hoisted.
       auto q_desc = [&](int k_index) {
         if constexpr (Traits::kRederiveQDesc) {
-          Tensor sQi = make_tensor(make_smem_ptr(ss.q.data() + min(k_index, 0)), typename Traits::SmemLayoutQ{});
+          Tensor sQi = make_tensor(make_smem_ptr(ss.q.data() + q_offset() + min(k_index, 0)), typename Traits::SmemLayoutQ{});
           return wg_qk.partition_fragment_A(sQi);
         } else {
           return tSrQ;
@@ -494,7 +508,7 @@ struct Mainloop {
         if constexpr (!Traits::kOAliasQ) cutlass::arch::ClusterBarrier::arrive(q_empty(ss));
       };
 
-      cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar.q_full[q_part()], q_phase);
+      cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar.q_full[q_part()], q_full_phase());
       q_phase ^= 1;
       trace(kTrQ);
 
@@ -678,6 +692,7 @@ struct Mainloop {
         }
         release_q();
       }
+      if constexpr (Traits::kQAhead) ++q_loads;  // after release_q, which hands back this tile's buffer
     }
   };
 };

@@ -44,6 +44,9 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_SPLIT_Q
 #define FLASHCUTE_SM90_SPLIT_Q 0  // A/B switch: Q in one part per consumer warpgroup (FwdTraits::kSplitQ);
 #endif                            // 1 where it fits without spills, 2 in every kernel
+#ifndef FLASHCUTE_SM90_Q_AHEAD
+#define FLASHCUTE_SM90_Q_AHEAD 0  // A/B switch: two Q buffers, each tile's Q loaded a tile ahead (FwdTraits::kQAhead)
+#endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
 #endif
@@ -203,26 +206,40 @@ struct FwdTraits {
 
   static constexpr int kQBytes = kBlockM * kHeadDim * int(sizeof(Element));
   static constexpr int kQPartBytes = kQBytes / kQParts;
+  static constexpr int kKStageBytes = kBlockN * kHeadDim * int(sizeof(Element));
+  static constexpr int kVStageBytes = kBlockN * kHeadDimV * int(sizeof(Element));
+  // Q a tile ahead (kQAhead, A/B switch FLASHCUTE_SM90_Q_AHEAD): two Q buffers, used by the loaded
+  // tiles in turn, so that the producer loads the next tile's Q as soon as it knows the tile
+  // (right after this tile's last load) instead of once this tile's last S has released the one
+  // buffer. Run 92's trace (bf16 d=128, 4k causal) put ~1,900 cycles per tile between the tile
+  // header and Q landed: the load is issued ~700 cycles after that release and takes ~2,100.
+  // The header then has its own barrier (hdr_empty), as with Q in parts. 16-bit kernels with O in
+  // its own buffer, where a second Q fits.
+  static constexpr int kOBytesSeparate = kOStaging == kOSeparate ? kBlockM * kHeadDimV * int(sizeof(ElementO)) : 0;
+  static constexpr bool kQAhead = bool(FLASHCUTE_SM90_Q_AHEAD) && !kSplitQ && !kFp8 && kOStaging == kOSeparate &&
+                                  2 * kQBytes + kStages * kKStageBytes + kStagesV * kVStageBytes + kOBytesSeparate +
+                                          2048 <= 232448;
+  static constexpr int kQSlots = kQAhead ? 2 : 1;
+  static constexpr bool kHeaderBarrier = kSplitQ || kQAhead;  // the header guarded by hdr_empty
   // O aliasing Q with Q in parts: warpgroup w's O (rows 64w..64w+63, stacked as Q's) must lie in
   // Q's part w, which w alone releases.
   static_assert(!(kSplitQ && kOAliasQ) || kHeadDimV * sizeof(ElementO) == kHeadDim * sizeof(Element),
                 "O's warpgroup blocks must coincide with Q's parts");
-  static constexpr int kKStageBytes = kBlockN * kHeadDim * int(sizeof(Element));
-  static constexpr int kVStageBytes = kBlockN * kHeadDimV * int(sizeof(Element));
 
   struct BarrierStorage {
     typename PipelineK::SharedStorage pipe_k;
     typename PipelineV::SharedStorage pipe_v;
     typename PipelineVt::SharedStorage pipe_vt;  // FP8 only (unused otherwise)
-    alignas(8) uint64_t q_full[kQParts];   // transaction barriers: Q (part w) of the current tile landed
-    alignas(8) uint64_t q_empty[kQParts];  // consumer arrivals (those of part w's warpgroup): Q's buffer
-                                           // (and O's, if aliased) is free, and unless kSplitQ the tile
-                                           // header too (once per tile, loaded or not)
+    alignas(8) uint64_t q_full[kQParts * kQSlots];   // transaction barriers: Q (part w, or buffer s) landed
+    alignas(8) uint64_t q_empty[kQParts * kQSlots];  // consumer arrivals (those of part w's warpgroup): Q's
+                                                     // buffer (and O's, if aliased) is free, and unless
+                                                     // kHeaderBarrier the tile header too (once per tile,
+                                                     // loaded or not; kQAhead: once per loaded tile)
     alignas(8) uint64_t tile_full;  // 1 arrival: the tile header is written
     alignas(8) uint64_t o_free;   // kOAliasV: 256 consumer arrivals: the O store read V's landing buffer
     TileHeader tile;              // this tile's index, published on tile_full (tile_scheduler.cuh)
     int v_end[kStagesV];          // FP8 transposing warps: nonzero = the end, no V block here
-    alignas(8) uint64_t hdr_empty;  // kSplitQ: consumer arrivals: the tile header was read (once per header)
+    alignas(8) uint64_t hdr_empty;  // kHeaderBarrier: consumer arrivals: the tile header was read (once per header)
   };
   // FP8's TMA landing buffer for V (its 1024-byte alignment comes with the array); an empty
   // member otherwise.
@@ -236,7 +253,7 @@ struct FwdTraits {
   using VLandingStorage = std::conditional_t<kTransposeV, VLanding, NoVLanding>;
 
   struct StorageSeparateO {
-    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ> * kQSlots> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutVt>> v;
     alignas(1024) cute::array_aligned<ElementO, cosize_v<SmemLayoutO>> o;
@@ -248,7 +265,7 @@ struct FwdTraits {
   struct StorageOAliased {
     static_assert(!kOAliasQ || cosize_v<SmemLayoutO> * sizeof(ElementO) <= cosize_v<SmemLayoutQ> * sizeof(Element));
     static_assert(!kOAliasV || cosize_v<SmemLayoutO> * sizeof(ElementO) <= cosize_v<SmemLayoutV> * sizeof(Element));
-    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ> * kQSlots> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutVt>> v;
     BarrierStorage bar;
