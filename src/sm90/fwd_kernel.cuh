@@ -107,6 +107,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       // buffer, and the claim comes as late as it can (a claim a tile ahead takes heavy tiles
       // early: simulated, 84-94 % balance instead of 99.6-99.9 %).
       TileHeader& h = ss.bar.tile;
+      // Early claim (A/B switch FLASHCUTE_SM90_EARLY_CLAIM, 16-bit kernels): the next tile is
+      // claimed inside load(), about three key blocks before the tile's last load, rather than
+      // after it. Run 93's trace (bf16 d=128, causal, dynamic hand-out) had ~1,750 cycles between
+      // the claim and the next header per tile: the atomic's round trip, in series with the next
+      // tile's Q load. Three blocks early barely moves the balance a whole tile ahead costs.
+      int early = -1;  // the next tile, claimed early (-1: not claimed yet)
+      const auto claim_early = [&]() {
+        if constexpr (Traits::kEarlyClaim) {
+          if (dynamic) early = claim_tile(h);
+        }
+      };
       h.next = sched.first();
       h.buffers_phase = 1;
       FC_TRACE_PRODUCER(kTrStart, -1);
@@ -123,7 +134,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
           }
           producer.publish(ss, t);
           FC_TRACE_PRODUCER(kTrPublish, t);
-          if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
+          if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r, claim_early);
           FC_TRACE_PRODUCER(kTrLoads, t);
         } else {
           producer.publish(ss, t);  // the end
@@ -131,7 +142,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
         h.buffers_phase = load_volatile(h.buffers_phase) ^ 1;
         const int done = load_volatile(h.tile);
         if (done >= sched.total_tiles) break;
-        h.next = dynamic ? claim_tile(h) : sched.next(done);
+        h.next = early >= 0 ? early : dynamic ? claim_tile(h) : sched.next(done);
+        early = -1;
         FC_TRACE_PRODUCER(kTrClaim, load_volatile(h.next));
       }
       FC_TRACE_PRODUCER(kTrEnd, -1);
