@@ -45,7 +45,7 @@ using namespace cute;
 #define FLASHCUTE_SM90_SPLIT_Q 0  // A/B switch: Q in one part per consumer warpgroup (FwdTraits::kSplitQ);
 #endif                            // 1 where it fits without spills, 2 in every kernel
 #ifndef FLASHCUTE_SM90_Q_AHEAD
-#define FLASHCUTE_SM90_Q_AHEAD 0  // A/B switch: two Q buffers, each tile's Q loaded a tile ahead (FwdTraits::kQAhead)
+#define FLASHCUTE_SM90_Q_AHEAD 0  // A/B builds: two Q buffers (Q a tile ahead) whatever the tile says (FwdTraits::kQAhead)
 #endif
 #ifndef FLASHCUTE_SM90_EARLY_CLAIM
 #define FLASHCUTE_SM90_EARLY_CLAIM 0  // A/B switch: the next tile claimed before this one's last loads (FwdTraits::kEarlyClaim)
@@ -61,7 +61,7 @@ template <class Element_, int kHeadDim_, int kHeadDimV_, int kBlockN_, int kStag
           int kOStaging_, bool kPingPong_ = true, bool kIntraWGOverlap_ = true,
           class ElementO_ = Element_, int kStagesV_ = 0, int kNumMmaWG_ = 2, int kProducerRegs_ = 24,
           bool kRederiveQDesc_ = false, int kTransposeWarps_ = 2, int kTransposeBatch_ = 0,
-          bool kVColMajor_ = false, bool kTwoP_ = false>
+          bool kVColMajor_ = false, bool kTwoP_ = false, bool kQAhead_ = false>
 struct FwdTraits {
   using Element = Element_;    // q, k, v
   using ElementO = ElementO_;  // out (bf16/fp16; differs from Element only for FP8)
@@ -211,15 +211,15 @@ struct FwdTraits {
   static constexpr int kQPartBytes = kQBytes / kQParts;
   static constexpr int kKStageBytes = kBlockN * kHeadDim * int(sizeof(Element));
   static constexpr int kVStageBytes = kBlockN * kHeadDimV * int(sizeof(Element));
-  // Q a tile ahead (kQAhead, A/B switch FLASHCUTE_SM90_Q_AHEAD): two Q buffers, used by the loaded
-  // tiles in turn, so that the producer loads the next tile's Q as soon as it knows the tile
-  // (right after this tile's last load) instead of once this tile's last S has released the one
-  // buffer. Run 92's trace (bf16 d=128, 4k causal) put ~1,900 cycles per tile between the tile
-  // header and Q landed: the load is issued ~700 cycles after that release and takes ~2,100.
-  // The header then has its own barrier (hdr_empty), as with Q in parts. 16-bit kernels with O in
-  // its own buffer, where a second Q fits.
+  // Q a tile ahead (kQAhead: the tile's choice, TileConfig::kQAhead, or every tile with the A/B
+  // switch FLASHCUTE_SM90_Q_AHEAD): two Q buffers, used by the loaded tiles in turn, so that the
+  // producer loads the next tile's Q as soon as it knows the tile (right after this tile's last
+  // load) instead of once this tile's last S has released the one buffer. The header then has its
+  // own barrier (hdr_empty), as with Q in parts. 16-bit kernels with O in its own buffer, where a
+  // second Q fits. Measured (runs 93-94): +2.6-4.3 % for d=64's short-causal tile at 1k (4.5 key
+  // blocks per tile), nothing or -1..-4 % for longer tiles and at d=128.
   static constexpr int kOBytesSeparate = kOStaging == kOSeparate ? kBlockM * kHeadDimV * int(sizeof(ElementO)) : 0;
-  static constexpr bool kQAhead = bool(FLASHCUTE_SM90_Q_AHEAD) && !kSplitQ && !kFp8 && kOStaging == kOSeparate &&
+  static constexpr bool kQAhead = (kQAhead_ || bool(FLASHCUTE_SM90_Q_AHEAD)) && !kSplitQ && !kFp8 && kOStaging == kOSeparate &&
                                   2 * kQBytes + kStages * kKStageBytes + kStagesV * kVStageBytes + kOBytesSeparate +
                                           2048 <= 232448;
   static constexpr int kQSlots = kQAhead ? 2 : 1;
