@@ -41,7 +41,9 @@ def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loade
     for its use j - 2 to be released (parity ((j // 2) & 1) ^ 1), the consumers for its load
     (parity (j // 2) & 1); a tile without loads touches neither. Mutations: "same_buffer", the
     producer always fills buffer 0 (the consumers still alternate); "tile_parity", the consumers
-    wait for parity j & 1 (a phase per tile rather than per use of the buffer)."""
+    wait for parity j & 1 (a phase per tile rather than per use of the buffer); "noload_arrive",
+    the consumers release a buffer for a tile without loads (as with one buffer);
+    "producer_counts_noload" / "consumer_counts_noload", one side counts tiles without loads."""
     rng = random.Random(seed)
     assert not (split and qahead)
     parts = nwg if split else 2 if qahead else 1
@@ -114,6 +116,8 @@ def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loade
                 qj += 1
             elif split and mutation == "skip_after_header":
                 yield from wait_parts()
+            elif qahead and mutation == "producer_counts_noload":
+                qj += 1
             bp ^= 1
 
     def consumer(w):
@@ -133,6 +137,10 @@ def run(seed, tiles, split, nwg=2, stages=2, mutation=None, alias_q=False, loade
             if tiles[t] == 0:
                 if not loaded_only and not qahead:
                     q_empty[p].arrive()
+                elif qahead and mutation == "noload_arrive":
+                    q_empty[qj % 2].arrive()  # the buffer the next loaded tile will use
+                elif qahead and mutation == "consumer_counts_noload":
+                    qj += 1
                 continue
             if qahead:
                 p, qp = qj % 2, (qj & 1 if mutation == "tile_parity" else (qj // 2) & 1)
@@ -246,6 +254,7 @@ def test_model_catches_q_ahead_variants():
     # blocks). (Dropping the producer's q_empty wait is not caught, and is not wrong here: it
     # publishes tile j + 2 only once every warpgroup read tile j + 1's header, i.e. finished
     # tile j and released its buffer; the wait stays as the protocol's own guard.)
-    for mutation in ("same_buffer", "tile_parity"):
+    for mutation in ("same_buffer", "tile_parity", "noload_arrive", "producer_counts_noload",
+                     "consumer_counts_noload"):
         bad = failures(300, False, 2, mutation=mutation, qahead=True)
         assert bad, f"the model missed {mutation}"

@@ -28,9 +28,10 @@
 // rows into a ring of shared-memory stages with bulk async copies (cp.async.bulk, one per row and
 // head) kStages - 1 items ahead of the one being computed, so the loads of three items per CTA
 // are in flight while the CTA computes. (A cp.async (LDGSTS) loader, =2, was removed: its
-// evict-first cache hint trapped as an illegal instruction on the H100 of run 91, and where it ran it
-// was no faster than the bulk one.) The arithmetic (and so every output byte) is the direct kernel's. An item is at least one row of
-// its slot's heads: where that outgrows a stage (large head groups) the direct kernel runs.
+// evict-first cache hint trapped as an illegal instruction on the H100 of run 91, and where it
+// ran it was no faster than the bulk one.) The arithmetic (and so every output byte) is the
+// direct kernel's. An item is at least one row of its slot's heads: where that outgrows a stage
+// (large head groups) the direct kernel runs.
 // It processes its claimed positions in increasing order, so the deadlock argument below holds
 // for any number of positions claimed ahead.
 //

@@ -191,18 +191,19 @@ struct Mainloop {
     PipelineStateV state_v = cutlass::make_producer_start_state<PipelineV>();
     int q_loads = 0;  // kQAhead: the tiles loaded so far; tile j's Q goes to buffer j % 2
     // Before each tile: the readers are done with Q's buffer and the previous tile header. The
-    // phase parity is the header's buffers_phase: every tile, loaded or not, flips q_empty and
-    // o_free once; the first wait is on parity 1 of a fresh barrier, which returns at once (as
-    // for a CUTLASS producer's start state).
+    // phase parity is the header's buffers_phase: every tile, loaded or not, flips q_empty (one
+    // buffer) or hdr_empty (kHeaderBarrier) and o_free once; the first wait is on parity 1 of a
+    // fresh barrier, which returns at once (as for a CUTLASS producer's start state).
     // kSplitQ: the header has its own barrier (hdr_empty, arrived as soon as it is read), and
-    // Q's part w is waited for (q_empty[w]) just before it is refilled.
+    // Q's part w is waited for (q_empty[w]) just before it is refilled. kQAhead: hdr_empty too,
+    // and Q's buffer j % 2 is waited for on its own parity (load_q), once per loaded tile.
     CUTE_DEVICE static uint32_t buffers_phase(SharedStorage& ss) { return load_volatile(ss.bar.tile.buffers_phase); }
     CUTE_DEVICE static void wait_buffers(SharedStorage& ss) {
       mbar_wait(Traits::kHeaderBarrier ? &ss.bar.hdr_empty : &ss.bar.q_empty[0], buffers_phase(ss));
     }
     // The tile header for t, once the readers are done with the previous one (and, unless
-    // kSplitQ, with Q). Published before Q is loaded: the consumers work out the tile while Q
-    // is in flight.
+    // kHeaderBarrier, with Q). Published before Q is loaded: the consumers work out the tile
+    // while Q is in flight.
     CUTE_DEVICE static void publish(SharedStorage& ss, int t) {
       wait_buffers(ss);
       ss.bar.tile.tile = t;
@@ -229,8 +230,9 @@ struct Mainloop {
       mbar_arrive(reinterpret_cast<uint64_t*>(&ss.bar.pipe_v.full_barrier_[s]));
     }
 
-    // Loads one tile with keys to load (its header is published). claim_early() (16-bit kernels)
-    // is called once, about three key blocks before the tile's last load (fwd_kernel.cuh).
+    // Loads one tile with keys to load (its header is published). claim_early() (kernels without
+    // transposing warps: 16-bit and FP8 V^T) is called once, about three key blocks before the
+    // tile's last load, or before the first for a tile of at most three blocks (fwd_kernel.cuh).
     template <class KP, class ClaimEarly>
     CUTE_DEVICE void load(KP const& kp, SharedStorage& ss, PipelineK& pipe_k, PipelineV& pipe_v,
                           TileCoord const& tc, SeqInfo const& seq, TileRange const& r,

@@ -224,7 +224,7 @@ struct FwdTraits {
                                           2048 <= 232448;
   static constexpr int kQSlots = kQAhead ? 2 : 1;
   static constexpr bool kHeaderBarrier = kSplitQ || kQAhead;  // the header guarded by hdr_empty
-  static constexpr bool kEarlyClaim = bool(FLASHCUTE_SM90_EARLY_CLAIM) && !kTransposeV;  // fwd_kernel.cuh
+  static constexpr bool kEarlyClaim = bool(FLASHCUTE_SM90_EARLY_CLAIM) && !kTransposeV;  // fwd_kernel.cuh (16-bit, FP8 V^T)
   // O aliasing Q with Q in parts: warpgroup w's O (rows 64w..64w+63, stacked as Q's) must lie in
   // Q's part w, which w alone releases.
   static_assert(!(kSplitQ && kOAliasQ) || kHeadDimV * sizeof(ElementO) == kHeadDim * sizeof(Element),
