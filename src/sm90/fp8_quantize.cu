@@ -63,7 +63,6 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include <cute/arch/copy_sm80.hpp>
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cutlass/arch/barrier.h>
 
@@ -903,8 +902,8 @@ bool lag_override(long* lag) {
 }
 
 // FLASHCUTE_FP8_QUANTIZE_STAGED: "0" the direct kernel, "1" the staged one (an error if the staged
-// kernel cannot run here, so that an A/B run
-// or a test never measures another kernel unknowingly); unset, empty or anything else:
+// kernel cannot run here, so that an A/B run or a test never measures another kernel
+// unknowingly); unset, empty or anything else:
 // FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT (the same values; a staged default that cannot run falls
 // back to the direct kernel).
 struct KernelChoice {

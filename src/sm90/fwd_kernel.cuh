@@ -102,23 +102,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       typename ML::Producer producer;
       const bool dynamic = sched.counter != nullptr;
       // Every tile, static or claimed, goes to the consumers in the tile header (the end too).
-      // A claim is made once the tile's loads are issued (unless kEarlyClaim, below): the
-      // atomic's round trip then overlaps the consumers' last blocks, which the producer waits
-      // for anyway before it reuses Q's buffer, and the claim comes as late as it can (a claim a
-      // tile ahead takes heavy tiles early: simulated, 84-94 % balance instead of 99.6-99.9 %).
+      // A claim is made once the tile's loads are issued: the atomic's round trip then overlaps
+      // the consumers' last blocks, which the producer waits for anyway before it reuses Q's
+      // buffer, and the claim comes as late as it can (a claim a tile ahead takes heavy tiles
+      // early: simulated, 84-94 % balance instead of 99.6-99.9 %). Claiming ~3 key blocks before
+      // the tile's last load instead measured no gain (run 94; the switch is in e44be00).
       TileHeader& h = ss.bar.tile;
-      // Early claim (A/B switch FLASHCUTE_SM90_EARLY_CLAIM, kernels without transposing warps):
-      // the next tile is claimed inside load(), about three key blocks before the tile's last
-      // load, rather than after it. Run 93's trace (bf16 d=128, causal, dynamic hand-out) had
-      // ~1,750 cycles between the claim and the next header per tile: the atomic's round trip,
-      // in series with the next tile's Q load. Measured no gain (run 94). (kTrClaim then marks
-      // when the claim is used, not when it was made.)
-      int early = -1;  // the next tile, claimed early (-1: not claimed yet)
-      const auto claim_early = [&]() {
-        if constexpr (Traits::kEarlyClaim) {
-          if (dynamic) early = claim_tile(h);
-        }
-      };
       h.next = sched.first();
       h.buffers_phase = 1;
       FC_TRACE_PRODUCER(kTrStart, -1);
@@ -135,7 +124,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
           }
           producer.publish(ss, t);
           FC_TRACE_PRODUCER(kTrPublish, t);
-          if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r, claim_early);
+          if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
           FC_TRACE_PRODUCER(kTrLoads, t);
         } else {
           producer.publish(ss, t);  // the end
@@ -143,8 +132,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
         h.buffers_phase = load_volatile(h.buffers_phase) ^ 1;
         const int done = load_volatile(h.tile);
         if (done >= sched.total_tiles) break;
-        h.next = early >= 0 ? early : dynamic ? claim_tile(h) : sched.next(done);
-        early = -1;
+        h.next = dynamic ? claim_tile(h) : sched.next(done);
         FC_TRACE_PRODUCER(kTrClaim, load_volatile(h.next));
       }
       FC_TRACE_PRODUCER(kTrEnd, -1);

@@ -47,9 +47,6 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_Q_AHEAD
 #define FLASHCUTE_SM90_Q_AHEAD 0  // A/B builds: two Q buffers (Q a tile ahead) whatever the tile says (FwdTraits::kQAhead)
 #endif
-#ifndef FLASHCUTE_SM90_EARLY_CLAIM
-#define FLASHCUTE_SM90_EARLY_CLAIM 0  // A/B switch: the next tile claimed before this one's last loads (FwdTraits::kEarlyClaim)
-#endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
 #endif
@@ -224,7 +221,6 @@ struct FwdTraits {
                                           2048 <= 232448;
   static constexpr int kQSlots = kQAhead ? 2 : 1;
   static constexpr bool kHeaderBarrier = kSplitQ || kQAhead;  // the header guarded by hdr_empty
-  static constexpr bool kEarlyClaim = bool(FLASHCUTE_SM90_EARLY_CLAIM) && !kTransposeV;  // fwd_kernel.cuh (16-bit, FP8 V^T)
   // O aliasing Q with Q in parts: warpgroup w's O (rows 64w..64w+63, stacked as Q's) must lie in
   // Q's part w, which w alone releases.
   static_assert(!(kSplitQ && kOAliasQ) || kHeadDimV * sizeof(ElementO) == kHeadDim * sizeof(Element),
