@@ -45,16 +45,13 @@ template <> struct TileConfig<256, 256> { static constexpr int kN = 80,  kStages
 // d=64 causal at 1k: 192-row tiles waste a sixth of the last tile and ran 10 % slower than
 // 128-row ones (290 vs 262 TFLOP/s); from 2k the 192-row tiles win (run 32).
 template <int D, int DV> struct TileConfigShortCausal { static constexpr int kMaxSeqlenQ = 0; };
-// Its tiles are short (4.5 key blocks on average at causal 1k), where Q a tile ahead
-// (fwd_traits.cuh, kQAhead) measured +2.6 % causal 1k with the dynamic hand-out (run 94, harness)
-// and +4.3 % static (run 93). Candidate, off until the library's GPU tests have run with it:
-// build with -DFLASHCUTE_SM90_SHORT_CAUSAL_Q_AHEAD=1 (scripts/kit_next_call.sh).
-#ifndef FLASHCUTE_SM90_SHORT_CAUSAL_Q_AHEAD
-#define FLASHCUTE_SM90_SHORT_CAUSAL_Q_AHEAD 0
-#endif
+// Its tiles are short (4.5 key blocks on average at causal 1k), so Q a tile ahead
+// (fwd_traits.cuh, kQAhead) pays there: +2.3 % causal 1k in the library's dispatch with the
+// dynamic hand-out (run 95, H200 harness; +2.6 % run 94, +4.3 % static run 93), while at d=128
+// and at d=64's longer tiles it measured -3..+1 % (runs 93-94).
 template <> struct TileConfigShortCausal<64, 64> {
   static constexpr int kN = 128, kStages = 2, kWG = 2, kMaxSeqlenQ = 1536;
-  static constexpr bool kAlias = false, kSections = true, kQAhead = bool(FLASHCUTE_SM90_SHORT_CAUSAL_Q_AHEAD);
+  static constexpr bool kAlias = false, kSections = true, kQAhead = true;
 };
 
 // FP8 (e4m3 in, 16-bit out). Shared memory = Q (128 d) + stages * N * (d + 2 dv) (K, V as it
