@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       }
       Sm90OnlineSoftmax<decltype(size<0>(acc_rowcol(tOrO.layout())))::value, Traits::kFp8 ? 8 : 0> softmax;
       Descale ds;
-      if constexpr (Traits::kFp8) ds = Descale(p, tc.b, tc.h / p.head_group);
+      if constexpr (Traits::kFp8) ds = Descale(p, tc.b, sched.kv_head(tc.h, p.head_group));
       if constexpr (Traits::kTransposeV) {
         consumer.mma(p, ss, pipe_k, pipe_vt, mask, r, tc.m_block, ds.qk, tOrO, softmax);
       } else {

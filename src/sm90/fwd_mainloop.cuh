@@ -248,7 +248,7 @@ struct Mainloop {
       // the sequence are then another sequence's (or TMA zero fill): they are masked (keys) or
       // never stored (queries).
       const int bi = seq.varlen ? 0 : seq.b;
-      const int hk = tc.h / kp.p.head_group;
+      const int hk = kp.sched.kv_head(tc.h, kp.p.head_group);
       Tensor mQ = domain_offset(make_coord(int(seq.q_row0), _0{}),
                                 kp.tma_q.get_tma_tensor(kp.shape_q)(_, _, tc.h, bi));
       Tensor mK = domain_offset(make_coord(int(seq.k_row0), _0{}),

@@ -18,6 +18,11 @@
 #pragma once
 
 #include <cute/tensor.hpp>
+#include <cutlass/fast_math.h>
+
+#ifndef FLASHCUTE_SM90_FAST_DIVMOD
+#define FLASHCUTE_SM90_FAST_DIVMOD 1  // the tile walk's divisions by multiply-shift (0: hardware-less division, A/B)
+#endif
 
 namespace flashcute::sm90 {
 
@@ -39,23 +44,61 @@ struct StaticTileScheduler {
 
   CUTE_HOST_DEVICE int num_tiles() const { return num_m_blocks * num_heads * num_batch; }
 
+  // The tile walk's divisors as multiply-shift constants (FLASHCUTE_SM90_FAST_DIVMOD), set by
+  // set_divisors once the grid and the sections are final. Every role works out each tile's
+  // coordinates at the tile boundary, where a hardware-less integer division (~20 dependent
+  // instructions, I2F / MUFU.RCP / F2I) sits on the critical path between tiles (run 96 trace).
+  cutlass::FastDivmod fd_m_blocks{}, fd_heads{}, fd_section{}, fd_hps{}, fd_grid{}, fd_group{};
+  // (A launch without tiles, e.g. seqlen_q == 0, still gets divisors >= 1: FastDivmod(0) would
+  // divide by zero on the host; such a launch never divides.)
+  void set_divisors(int grid, int head_group) {
+    auto fd = [](int d) { return cutlass::FastDivmod(d > 1 ? d : 1); };
+    fd_m_blocks = fd(num_m_blocks);
+    fd_heads = fd(num_heads);
+    fd_section = fd(heads_per_section * num_m_blocks);
+    fd_hps = fd(heads_per_section);
+    fd_grid = fd(grid);
+    fd_group = fd(head_group);
+  }
+  // x / d, x % d for x >= 0.
+  CUTE_DEVICE static int div(cutlass::FastDivmod const& fd, int x) { return fd.div(x); }
+  CUTE_DEVICE static void divmod(cutlass::FastDivmod const& fd, int x, int& q, int& r) { fd.fast_divmod(q, r, x); }
+
   CUTE_DEVICE TileCoord tile(int t) const {
     TileCoord c;
     int bh;
     if (longest_first) {
       const int nbh = num_heads * num_batch;
-      const int first_bh = t / (heads_per_section * num_m_blocks) * heads_per_section;
+      const int first_bh =
+          (FLASHCUTE_SM90_FAST_DIVMOD ? div(fd_section, t) : t / (heads_per_section * num_m_blocks)) * heads_per_section;
       const int heads = min(heads_per_section, nbh - first_bh);  // the last section may be short
       const int r = t - first_bh * num_m_blocks;
-      c.m_block = num_m_blocks - 1 - r / heads;
-      bh = first_bh + r % heads;
+      int q, rem;
+      if (FLASHCUTE_SM90_FAST_DIVMOD && heads == heads_per_section) {
+        divmod(fd_hps, r, q, rem);
+      } else {
+        q = r / heads;
+        rem = r % heads;
+      }
+      c.m_block = num_m_blocks - 1 - q;
+      bh = first_bh + rem;
+    } else if (FLASHCUTE_SM90_FAST_DIVMOD) {
+      divmod(fd_m_blocks, t, bh, c.m_block);
     } else {
       c.m_block = t % num_m_blocks;
       bh = t / num_m_blocks;
     }
-    c.b = bh / num_heads;
-    c.h = bh % num_heads;
+    if (FLASHCUTE_SM90_FAST_DIVMOD) {
+      divmod(fd_heads, bh, c.b, c.h);
+    } else {
+      c.b = bh / num_heads;
+      c.h = bh % num_heads;
+    }
     return c;
+  }
+  // The K/V head of query head h (GQA).
+  CUTE_DEVICE int kv_head(int h, int head_group) const {
+    return FLASHCUTE_SM90_FAST_DIVMOD ? div(fd_group, h) : h / head_group;
   }
   // Tile of CTA c in round k. Equal-cost tiles: k * G + c. Longest-first: the rounds snake
   // (c, then G - 1 - c, ...), so the CTA that took the heaviest tile of one round takes the
@@ -66,7 +109,9 @@ struct StaticTileScheduler {
     return k * g + ((longest_first && (k & 1)) ? g - 1 - c : c);
   }
   CUTE_DEVICE int first() const { return at_round(0); }
-  CUTE_DEVICE int next(int t) const { return at_round(t / int(gridDim.x) + 1); }
+  CUTE_DEVICE int next(int t) const {
+    return at_round((FLASHCUTE_SM90_FAST_DIVMOD ? div(fd_grid, t) : t / int(gridDim.x)) + 1);
+  }
 };
 
 // Dynamic hand-out (causal/local with FwdParams::tile_counter). The static rounds above need a
