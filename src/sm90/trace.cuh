@@ -60,8 +60,18 @@ CUTE_DEVICE int& trace_producer_count() {
   __shared__ int n;
   return n;
 }
+// The buffer's address, copied into shared memory once: read from global memory at every event
+// (an L1 miss once shared memory has taken the SM's storage), it added its latency to the very
+// segments being measured.
+CUTE_DEVICE unsigned long long*& trace_buffer() {
+  __shared__ unsigned long long* b;
+  return b;
+}
 CUTE_DEVICE void trace_init() {
-  if (threadIdx.x == 0) trace_producer_count() = 0;
+  if (threadIdx.x == 0) {
+    trace_producer_count() = 0;
+    trace_buffer() = g_fc_trace;
+  }
 }
 // A role's part of the buffer: pair 0 the count, pairs 1.. the events.
 CUTE_DEVICE unsigned long long* trace_region(unsigned long long* buf, int role) {
@@ -69,13 +79,13 @@ CUTE_DEVICE unsigned long long* trace_region(unsigned long long* buf, int role) 
 }
 // Event i of a role (one 16-byte store).
 CUTE_DEVICE void trace_event_at(int role, int i, int ev, int tile) {
-  unsigned long long* buf = g_fc_trace;
+  unsigned long long* buf = trace_buffer();
   if (buf == nullptr || i >= kTraceCap) return;
   *reinterpret_cast<ulonglong2*>(trace_region(buf, role) + 2 * (i + 1)) =
       make_ulonglong2(clock64(), (static_cast<unsigned long long>(ev) << 32) | static_cast<unsigned>(tile));
 }
 CUTE_DEVICE void trace_count(int role, int n) {
-  unsigned long long* buf = g_fc_trace;
+  unsigned long long* buf = trace_buffer();
   if (buf != nullptr) trace_region(buf, role)[0] = static_cast<unsigned long long>(min(n, kTraceCap));
 }
 // A producer event (role 0).
