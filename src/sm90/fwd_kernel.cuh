@@ -106,8 +106,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       // the consumers' last blocks, which the producer waits for anyway before it reuses Q's
       // buffer, and the claim comes as late as it can (a claim a tile ahead takes heavy tiles
       // early: simulated, 84-94 % balance instead of 99.6-99.9 %). Claiming ~3 key blocks before
-      // the tile's last load instead measured no gain (run 94; the switch is in e44be00).
+      // the tile's last load instead (A/B switch FLASHCUTE_SM90_EARLY_CLAIM, 16-bit kernels)
+      // measured no gain in run 94, when the coordinate work after the claim (divisions, since
+      // made multiply-shift: runs 96-101) was the longer part of the gap; to be measured again.
       TileHeader& h = ss.bar.tile;
+      int early = -1;  // the next tile, claimed early (-1: not claimed yet)
+      const auto claim_early = [&]() {
+        if constexpr (bool(FLASHCUTE_SM90_EARLY_CLAIM) && !Traits::kTransposeV) {
+          if (dynamic) early = claim_tile(h);
+        }
+      };
       h.next = sched.first();
       h.buffers_phase = 1;
       FC_TRACE_PRODUCER(kTrStart, -1);
@@ -124,7 +132,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
           }
           producer.publish(ss, t);
           FC_TRACE_PRODUCER(kTrPublish, t);
-          if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
+          if (r.active && r.n_min < r.n_max) {
+            if constexpr (bool(FLASHCUTE_SM90_EARLY_CLAIM)) {
+              producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r, claim_early);
+            } else {
+              producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
+            }
+          }
           FC_TRACE_PRODUCER(kTrLoads, t);
         } else {
           producer.publish(ss, t);  // the end
@@ -132,7 +146,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
         h.buffers_phase = load_volatile(h.buffers_phase) ^ 1;
         const int done = load_volatile(h.tile);
         if (done >= sched.total_tiles) break;
-        h.next = dynamic ? claim_tile(h) : sched.next(done);
+        h.next = early >= 0 ? early : dynamic ? claim_tile(h) : sched.next(done);
+        early = -1;
         FC_TRACE_PRODUCER(kTrClaim, load_volatile(h.next));
       }
       FC_TRACE_PRODUCER(kTrEnd, -1);

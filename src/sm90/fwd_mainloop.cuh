@@ -230,10 +230,16 @@ struct Mainloop {
       mbar_arrive(reinterpret_cast<uint64_t*>(&ss.bar.pipe_v.full_barrier_[s]));
     }
 
-    // Loads one tile with keys to load (its header is published).
-    template <class KP>
+    // Loads one tile with keys to load (its header is published). claim_early() (16-bit kernels,
+    // FLASHCUTE_SM90_EARLY_CLAIM) is called once, about three key blocks before the tile's last
+    // load (fwd_kernel.cuh).
+    struct NoClaim {
+      CUTE_DEVICE void operator()() const {}
+    };
+    template <class KP, class ClaimEarly = NoClaim>
     CUTE_DEVICE void load(KP const& kp, SharedStorage& ss, PipelineK& pipe_k, PipelineV& pipe_v,
-                          TileCoord const& tc, SeqInfo const& seq, TileRange const& r) {
+                          TileCoord const& tc, SeqInfo const& seq, TileRange const& r,
+                          ClaimEarly const& claim_early = ClaimEarly{}) {
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
       // Where the TMA puts V: V^T's buffer directly (16-bit, FP8 V^T), the landing buffer (FP8 V).
       auto sV = [&]() {
@@ -327,7 +333,12 @@ struct Mainloop {
       } else {
         load_k(r.n_max - 1);
         if constexpr (Traits::kSplitQ) load_q_parts();
+        // The loads left after the claim (K(n_min + 1), V(n_min + 2), ...) wait for stages the
+        // consumers free over about two blocks: the atomic's round trip hides behind them.
+        const int n_claim = r.n_max - r.n_min > 3 ? r.n_min + 2 : r.n_max;
+        if (n_claim == r.n_max) claim_early();
         for (int n = r.n_max - 1; n > r.n_min; --n) {
+          if (n == n_claim) claim_early();
           load_k(n - 1);
           issue_v(n);
         }

@@ -47,6 +47,9 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_Q_AHEAD
 #define FLASHCUTE_SM90_Q_AHEAD 0  // A/B builds: two Q buffers (Q a tile ahead) whatever the tile says (FwdTraits::kQAhead)
 #endif
+#ifndef FLASHCUTE_SM90_EARLY_CLAIM
+#define FLASHCUTE_SM90_EARLY_CLAIM 0  // A/B switch: the next tile claimed before this one's last loads (fwd_kernel.cuh)
+#endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
 #endif
