@@ -106,13 +106,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       // the consumers' last blocks, which the producer waits for anyway before it reuses Q's
       // buffer, and the claim comes as late as it can (a claim a tile ahead takes heavy tiles
       // early: simulated, 84-94 % balance instead of 99.6-99.9 %). Claiming ~3 key blocks before
-      // the tile's last load instead (A/B switch FLASHCUTE_SM90_EARLY_CLAIM, 16-bit kernels)
-      // measured no gain in run 94, when the coordinate work after the claim (divisions, since
-      // made multiply-shift: runs 96-101) was the longer part of the gap; to be measured again.
+      // the tile's last load instead (A/B switch FLASHCUTE_SM90_EARLY_CLAIM; not in the
+      // transposing FP8 load) measured no gain in run 94, when the coordinate work after the
+      // claim (divisions, since made multiply-shift: runs 96-101) was the longer part of the gap;
+      // to be measured again.
       TileHeader& h = ss.bar.tile;
       int early = -1;  // the next tile, claimed early (-1: not claimed yet)
       const auto claim_early = [&]() {
-        if constexpr (bool(FLASHCUTE_SM90_EARLY_CLAIM) && !Traits::kTransposeV) {
+        if constexpr (bool(FLASHCUTE_SM90_EARLY_CLAIM)) {
           if (dynamic) early = claim_tile(h);
         }
       };
@@ -132,13 +133,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
           }
           producer.publish(ss, t);
           FC_TRACE_PRODUCER(kTrPublish, t);
-          if (r.active && r.n_min < r.n_max) {
-            if constexpr (bool(FLASHCUTE_SM90_EARLY_CLAIM)) {
-              producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r, claim_early);
-            } else {
-              producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r);
-            }
-          }
+          if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r, claim_early);
           FC_TRACE_PRODUCER(kTrLoads, t);
         } else {
           producer.publish(ss, t);  // the end
@@ -189,7 +184,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       }
       Sm90OnlineSoftmax<decltype(size<0>(acc_rowcol(tOrO.layout())))::value, Traits::kFp8 ? 8 : 0> softmax;
       Descale ds;
-      if constexpr (Traits::kFp8) ds = Descale(p, tc.b, sched.kv_head(tc.h, p.head_group));
+      if constexpr (Traits::kFp8) ds = Descale(p, tc.b, sched.kv_head(tc.h));
       if constexpr (Traits::kTransposeV) {
         consumer.mma(p, ss, pipe_k, pipe_vt, mask, r, tc.m_block, ds.qk, tOrO, softmax);
       } else {

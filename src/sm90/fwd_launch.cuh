@@ -234,7 +234,7 @@ int launch_fwd(const FwdParams& p, bool sections) {
     }
   }
 
-  kp.sched.set_divisors(grid, std::max(1, p.head_group));
+  kp.sched.set_divisors(grid, p.head_group);
   auto kernel = fwd_kernel<Traits, KP>;
   constexpr int kSmem = Traits::kSmemBytes;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);

@@ -230,16 +230,13 @@ struct Mainloop {
       mbar_arrive(reinterpret_cast<uint64_t*>(&ss.bar.pipe_v.full_barrier_[s]));
     }
 
-    // Loads one tile with keys to load (its header is published). claim_early() (16-bit kernels,
-    // FLASHCUTE_SM90_EARLY_CLAIM) is called once, about three key blocks before the tile's last
-    // load (fwd_kernel.cuh).
-    struct NoClaim {
-      CUTE_DEVICE void operator()() const {}
-    };
-    template <class KP, class ClaimEarly = NoClaim>
+    // Loads one tile with keys to load (its header is published). claim_early() (kernels that
+    // land V as V^T: 16-bit and FP8 V^T) is called once, about three key blocks before the
+    // tile's last load (fwd_kernel.cuh; it does nothing unless FLASHCUTE_SM90_EARLY_CLAIM).
+    template <class KP, class ClaimEarly>
     CUTE_DEVICE void load(KP const& kp, SharedStorage& ss, PipelineK& pipe_k, PipelineV& pipe_v,
                           TileCoord const& tc, SeqInfo const& seq, TileRange const& r,
-                          ClaimEarly const& claim_early = ClaimEarly{}) {
+                          ClaimEarly const& claim_early) {
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Traits::SmemLayoutK{});
       // Where the TMA puts V: V^T's buffer directly (16-bit, FP8 V^T), the landing buffer (FP8 V).
       auto sV = [&]() {
@@ -254,7 +251,7 @@ struct Mainloop {
       // the sequence are then another sequence's (or TMA zero fill): they are masked (keys) or
       // never stored (queries).
       const int bi = seq.varlen ? 0 : seq.b;
-      const int hk = kp.sched.kv_head(tc.h, kp.p.head_group);
+      const int hk = kp.sched.kv_head(tc.h);
       Tensor mQ = domain_offset(make_coord(int(seq.q_row0), _0{}),
                                 kp.tma_q.get_tma_tensor(kp.shape_q)(_, _, tc.h, bi));
       Tensor mK = domain_offset(make_coord(int(seq.k_row0), _0{}),

@@ -60,21 +60,31 @@ struct StaticTileScheduler {
     fd_grid = fd(grid);
     fd_group = fd(head_group);
   }
-  // x / d, x % d for x >= 0.
-  CUTE_DEVICE static int div(cutlass::FastDivmod const& fd, int x) { return fd.div(x); }
-  CUTE_DEVICE static void divmod(cutlass::FastDivmod const& fd, int x, int& q, int& r) { fd.fast_divmod(q, r, x); }
+  // x / d and x % d for x >= 0 (the A/B switch off: the hardware-less division by fd's divisor).
+  CUTE_DEVICE static void divmod(cutlass::FastDivmod const& fd, int x, int& q, int& r) {
+    if constexpr (bool(FLASHCUTE_SM90_FAST_DIVMOD)) {
+      fd.fast_divmod(q, r, x);
+    } else {
+      q = x / fd.divisor;
+      r = x % fd.divisor;
+    }
+  }
+  CUTE_DEVICE static int div(cutlass::FastDivmod const& fd, int x) {
+    int q, r;
+    divmod(fd, x, q, r);
+    return q;
+  }
 
   CUTE_DEVICE TileCoord tile(int t) const {
     TileCoord c;
     int bh;
     if (longest_first) {
       const int nbh = num_heads * num_batch;
-      const int first_bh =
-          (FLASHCUTE_SM90_FAST_DIVMOD ? div(fd_section, t) : t / (heads_per_section * num_m_blocks)) * heads_per_section;
+      const int first_bh = div(fd_section, t) * heads_per_section;
       const int heads = min(heads_per_section, nbh - first_bh);  // the last section may be short
       const int r = t - first_bh * num_m_blocks;
       int q, rem;
-      if (FLASHCUTE_SM90_FAST_DIVMOD && heads == heads_per_section) {
+      if (heads == heads_per_section) {
         divmod(fd_hps, r, q, rem);
       } else {
         q = r / heads;
@@ -82,24 +92,14 @@ struct StaticTileScheduler {
       }
       c.m_block = num_m_blocks - 1 - q;
       bh = first_bh + rem;
-    } else if (FLASHCUTE_SM90_FAST_DIVMOD) {
+    } else {
       divmod(fd_m_blocks, t, bh, c.m_block);
-    } else {
-      c.m_block = t % num_m_blocks;
-      bh = t / num_m_blocks;
     }
-    if (FLASHCUTE_SM90_FAST_DIVMOD) {
-      divmod(fd_heads, bh, c.b, c.h);
-    } else {
-      c.b = bh / num_heads;
-      c.h = bh % num_heads;
-    }
+    divmod(fd_heads, bh, c.b, c.h);
     return c;
   }
   // The K/V head of query head h (GQA).
-  CUTE_DEVICE int kv_head(int h, int head_group) const {
-    return FLASHCUTE_SM90_FAST_DIVMOD ? div(fd_group, h) : h / head_group;
-  }
+  CUTE_DEVICE int kv_head(int h) const { return div(fd_group, h); }
   // Tile of CTA c in round k. Equal-cost tiles: k * G + c. Longest-first: the rounds snake
   // (c, then G - 1 - c, ...), so the CTA that took the heaviest tile of one round takes the
   // lightest of the next; with plain striding CTA 0 gets the heaviest tile of every round
@@ -110,7 +110,7 @@ struct StaticTileScheduler {
   }
   CUTE_DEVICE int first() const { return at_round(0); }
   CUTE_DEVICE int next(int t) const {
-    return at_round((FLASHCUTE_SM90_FAST_DIVMOD ? div(fd_grid, t) : t / int(gridDim.x)) + 1);
+    return at_round(div(fd_grid, t) + 1);  // fd_grid: gridDim.x
   }
 };
 
