@@ -125,10 +125,10 @@ struct StaticTileScheduler {
 // next tile, finished CTAs) must be zero at launch; the last CTA to finish sets it back to zero.
 //
 // The tile header: the producer thread hands each tile's index, static or claimed, to the
-// consumers (fwd_kernel.cuh). It writes it once q_empty (or hdr_empty, FwdTraits::kHeaderBarrier)
-// says they are done with the previous one, and publishes it by an arrival on tile_full before the tile's Q is loaded, so that the
-// consumers work the tile out while Q is in flight (published with Q instead, run 76 lost
-// 3-12 % at 1k).
+// consumers (fwd_kernel.cuh). It writes it once q_empty (or hdr_empty,
+// FwdTraits::kHeaderBarrier) says they are done with the previous one, and publishes it by an
+// arrival on tile_full before the tile's Q is loaded, so that the consumers work the tile out
+// while Q is in flight (published with Q instead, run 76 lost 3-12 % at 1k).
 struct TileHeader {
   int tile;      // >= total_tiles: no more tiles
   // The producer thread's own tile-loop state, kept here rather than in its 24 registers: held
