@@ -16,6 +16,9 @@ Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_atte
   quant-vt-staged, fp8-mode-staged  quant-vt and fp8-mode with the quantizer's staged kernel
                 (FLASHCUTE_FP8_QUANTIZE_STAGED=1, bulk copies; set for those columns only: an A/B
                 in one run)
+  quant-vt-resident, fp8-mode-resident  the same with the resident kernel (=2: x read once,
+                held in shared memory until its slot's amax is known; the default where it runs)
+  quant-vt-direct, fp8-mode-direct  the same with the direct kernel (=0)
   quant-varlen-cuda, quant-varlen-torch  quantize_qkv of the same q, k, v as packed varlen rows
                 (cu_seqlens, every sequence seqlen long) on the CUDA kernel's varlen path / on torch ops
                 (what impl="auto" takes for varlen until the CUDA path has run on a GPU)
@@ -46,13 +49,15 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention import environment, make_timer, tflops  # noqa: E402  (same folder)
 
-COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-vt-staged", "quant-torch", "quant-varlen-cuda",
-           "quant-varlen-torch", "fp8-kernel", "fp8-mode", "fp8-mode-staged", "fp8-mode-norot",
+COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-vt-staged", "quant-vt-resident", "quant-vt-direct",
+           "quant-torch",
+           "quant-varlen-cuda", "quant-varlen-torch", "fp8-kernel", "fp8-mode", "fp8-mode-staged",
+           "fp8-mode-resident", "fp8-mode-direct", "fp8-mode-norot",
            "fp8-mode-vtrans", "bf16", "cudnn")
 #: column suffix -> the quantizer kernel it is timed with (src/sm90/fp8_quantize.cu); the rest: the default
 STAGED_ENV = "FLASHCUTE_FP8_QUANTIZE_STAGED"
-STAGED_SUFFIX = {"-staged": "1"}
-MODE_COLUMNS = ("fp8-mode", "fp8-mode-staged")
+STAGED_SUFFIX = {"-staged": "1", "-resident": "2", "-direct": "0"}
+MODE_COLUMNS = ("fp8-mode", "fp8-mode-staged", "fp8-mode-resident", "fp8-mode-direct")
 
 
 def _ints(text):

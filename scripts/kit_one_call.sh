@@ -35,8 +35,21 @@ PYTEST_TIMEOUT="${PYTEST_TIMEOUT:-240}" SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-90
 # 2. The FP8 mode end to end with each quantizer kernel (issue 6's mode bar), and the bf16 bars of
 #    issue 5 with the candidate library, three rounds per case (steady state).
 say "FP8 mode"
+# KIT_FP8_COLUMNS: bench_fp8_mode.py's columns (the quantizer kernels side by side: -direct, -resident).
 timeout 100 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096,16384 --causal both \
+  --columns "${KIT_FP8_COLUMNS:-quant-vt,quant-vt-direct,fp8-kernel,fp8-mode,fp8-mode-direct,bf16,cudnn}" \
   --json "$OUT/fp8_mode.json" > "$K/fp8_mode.txt" 2>&1; tail -12 "$K/fp8_mode.txt"
+# KIT_NCU_QUANT=1: ncu of the quantizer's kernels (0 direct, 2 resident) on the mode's d=128 4k inputs.
+if [ "${KIT_NCU_QUANT:-0}" = 1 ]; then
+  for kq in 0 2; do
+    say "ncu quantizer kernel $kq"
+    FLASHCUTE_FP8_QUANTIZE_STAGED=$kq timeout 60 ncu --clock-control none --kernel-name regex:quantize \
+      --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section WarpStateStats --section Occupancy --section SchedulerStats \
+      python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096 >> "$K/ncu_quant.txt" 2>&1
+    grep -E "quantize_kernel|Duration|DRAM Throughput|L2 Cache Throughput" "$K/ncu_quant.txt" | tail -4
+  done
+fi
 say "bf16 steady state (candidate)"
 timeout 90 python3 benchmarks/bench_attention.py --impls flashcute,cudnn --backend sm90 --hdims 64,128 \
   --seqlens 1024,4096 --causal both --rounds 3 --json "$OUT/bench_bf16.json" > "$K/bench_bf16.txt" 2>&1

@@ -9,8 +9,9 @@ Rules:
   - outputs poisoned first (x8 bytes 0x7f = e4m3 NaN, descale NaN), so an unwritten element fails;
   - every schedule of the kernel (FLASHCUTE_FP8_QUANTIZE_LAG: automatic, smallest lag, all amax
     items first, two launches) gives the same bytes;
-  - every test runs with each kernel (FLASHCUTE_FP8_QUANTIZE_STAGED: the direct kernel, and the
-    staged one, which copies x through shared memory with bulk copies), and the
+  - every test runs with each kernel (FLASHCUTE_FP8_QUANTIZE_STAGED: the direct kernel, the
+    staged one, which copies x through shared memory with bulk copies, and the resident one,
+    which reads x once into shared memory and holds it until the slot's amax is known), and the
     kernels agree bitwise.
 Random inputs with outliers (never zeros), odd sizes, GQA, strided views, fp16 and bf16.
 """
@@ -30,8 +31,8 @@ ALL_D = [64, 96, 128, 192, 256]
 #: FLASHCUTE_FP8_QUANTIZE_LAG values: automatic, smallest safe lag (most waiting), every amax item
 #: before every cast item (one launch), and two launches (no waiting).
 SCHEDULES = [None, "0", "1000000000", "-1"]
-#: FLASHCUTE_FP8_QUANTIZE_STAGED values: the direct kernel, the staged kernel.
-KERNELS = {"direct": "0", "staged": "1"}
+#: FLASHCUTE_FP8_QUANTIZE_STAGED values: the direct kernel, the staged kernel, the resident kernel.
+KERNELS = {"direct": "0", "staged": "1", "resident": "2"}
 
 
 def require_cuda_quantize(dtype=BF, d=128, rotate=False):

@@ -35,6 +35,18 @@
 // It processes its claimed positions in increasing order, so the deadlock argument below holds
 // for any number of positions claimed ahead.
 //
+// The resident kernel (FLASHCUTE_FP8_QUANTIZE_STAGED=2) reads x once: each item is copied into
+// shared memory (cp.async by every thread, the CTA's next item in flight behind the current
+// one), its amax published, and the same bytes cast once the slot's amax is complete, so an
+// item is one position, not two. Why: ncu of the direct kernel (run 92, d=128 4k) shows L2 at
+// 87 % of its throughput (the second read of every chunk and the writes all pass through it)
+// with DRAM at 63 %: the L2 traffic, not HBM, bounds it. Its items go round-robin (CTA c takes
+// c, c + grid, ...) and a CTA waits inside an item for the rest of the slot, so it needs every
+// CTA resident at once (a cooperative launch guarantees it, or fails) and a slot of at most
+// `grid` items: then the items a waiting CTA needs sit at earlier positions or at positions of
+// the same round, held by CTAs whose own earlier items are of complete slots (see
+// resident_quantize_kernel). Where either does not hold, the direct kernel runs.
+//
 // Varlen tensors (row_bounds): slots are packed row ranges of different lengths, so a slot has
 // max(1, ceil(rows / rows_per_item)) items; a one-CTA plan kernel writes their prefix into the
 // workspace, decode_varlen finds an item's slot in it, and the host sizes the schedule with a
@@ -114,9 +126,15 @@ constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's tw
 #ifndef FLASHCUTE_FP8_QUANTIZE_STAGED_BLOCKS_PER_SM
 #define FLASHCUTE_FP8_QUANTIZE_STAGED_BLOCKS_PER_SM 3
 #endif
-// The kernel a call runs when FLASHCUTE_FP8_QUANTIZE_STAGED is unset: 0 direct, 1 staged.
+// The resident kernel: 16 KB items, two stages (the item being cast and the next one loading),
+// four CTAs of 256 threads per SM (64 registers; 4 x ~42 KB of shared memory).
+#ifndef FLASHCUTE_FP8_QUANTIZE_RESIDENT_BLOCKS_PER_SM
+#define FLASHCUTE_FP8_QUANTIZE_RESIDENT_BLOCKS_PER_SM 4
+#endif
+// The kernel a call runs when FLASHCUTE_FP8_QUANTIZE_STAGED is unset: 0 direct, 1 staged,
+// 2 resident (where it cannot take a call, the direct one does).
 #ifndef FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT
-#define FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT 0
+#define FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT 2
 #endif
 
 // One kernel's item geometry: units per item and, for the staged kernel, its ring of stages
@@ -137,9 +155,13 @@ template <bool kVarlen>
 using DirectG = Geometry<kItemUnits, 0, kVarlen>;
 template <bool kVarlen>
 using StagedG = Geometry<FLASHCUTE_FP8_QUANTIZE_STAGED_UNITS, FLASHCUTE_FP8_QUANTIZE_STAGES, kVarlen>;
+template <bool kVarlen>
+using ResidentG = Geometry<256, 2, kVarlen>;
 using Direct = DirectG<false>;
 using Staged = StagedG<false>;
+using Resident = ResidentG<false>;
 constexpr int kStagedBlocksPerSm = FLASHCUTE_FP8_QUANTIZE_STAGED_BLOCKS_PER_SM;
+constexpr int kResidentBlocksPerSm = FLASHCUTE_FP8_QUANTIZE_RESIDENT_BLOCKS_PER_SM;
 
 // One tensor as the kernel sees it (element strides; x8 elements are bytes).
 struct Tensor {
@@ -847,6 +869,69 @@ __global__ void __launch_bounds__(kThreads, kStagedBlocksPerSm)
   staged_bulk<In, G>(a, mode, stages, sm);
 }
 
+// ---- the resident kernel ---------------------------------------------------------------------
+// 16 bytes global -> shared, bypassing L1 (x is read once), completing with the thread's group.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(cute::cast_smem_ptr_to_uint(dst)), "l"(src)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most N of this thread's most recent groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Item j's x into `dst`, packed as (row, head, D) like the staged kernel's stages, in 16-byte
+// pieces spread over every thread of the CTA (a varlen spare item has no rows: nothing).
+template <class G>
+__device__ __forceinline__ void load_item_async(const Args& a, int j, uint8_t* dst) {
+  const ItemLoad ld = item_load<G>(a, Mode::kCastOnly, j);
+  const Tensor& t = *ld.t;
+  const int pieces_per_seg = t.head_dim / kGroupElems;
+  const int pieces = ld.segs * pieces_per_seg;
+  for (int c = threadIdx.x; c < pieces; c += kThreads) {
+    const int i = c / pieces_per_seg, e = c - i * pieces_per_seg;
+    const int r = i / t.group, g = i - r * t.group;
+    cp_async_16(dst + c * 16, ld.x + int64_t(r) * t.xs_r + int64_t(g) * t.xs_h + e * kGroupElems);
+  }
+}
+
+// Why it cannot deadlock (every CTA resident: a cooperative launch; each slot at most gridDim.x
+// items): a CTA waits only in an item j = k * grid + c of round k, for the amax of the other
+// items of j's slot. Those at earlier positions of round k or earlier rounds were (or will be)
+// published by CTAs before they wait themselves. Those in round k + 1 (a slot of <= grid items
+// that crosses into it) are items (k + 1) * grid + c' whose CTAs c' hold, in round k, items
+// (k * grid + c') that come before j's slot starts, so of earlier slots; by induction over the
+// slots those complete, and c' goes on to publish its round-(k + 1) item. The item a CTA has in
+// flight (the next round's) is never one its current slot waits for: that slot would then have
+// more than grid items.
+template <class In, bool kVarlen>
+__global__ void __launch_bounds__(kThreads, kResidentBlocksPerSm)
+    resident_quantize_kernel(const __grid_constant__ Args a) {
+  using G = ResidentG<kVarlen>;
+  static_assert(G::kStages == 2, "the item being cast and the next one");
+  __shared__ __align__(128) uint8_t stages[G::kStages][G::kStageBytes];
+  __shared__ __align__(16) Shared<G> sm;
+  build_sign_masks(a, sm);  // visible after the first item's __syncthreads
+  const int grid = int(gridDim.x);
+  int j = int(blockIdx.x);
+  if (j < a.items) load_item_async<G>(a, j, stages[0]);
+  cp_async_commit();
+  for (int k = 0; j < a.items; ++k, j += grid) {
+    // The next item's copies go out before this one is computed (its stage was freed by the
+    // __syncthreads that ended the previous item).
+    if (j + grid < a.items) load_item_async<G>(a, j + grid, stages[(k + 1) & 1]);
+    cp_async_commit();
+    cp_async_wait<1>();  // this thread's copies of item j have landed
+    __syncthreads();     // and everyone's
+    const uint16_t* stage = reinterpret_cast<const uint16_t*>(stages[k & 1]);
+    run_item<In, G>(a, /*cast=*/false, j, /*wait=*/false, sm, stage);  // amax, published
+    run_item<In, G>(a, /*cast=*/true, j, /*wait=*/true, sm, stage);    // the slot's scale, cast
+    __syncthreads();  // stage k & 1 and the item's shared memory are free
+  }
+}
+
 // ---- varlen: the item prefix ------------------------------------------------------------------
 // One warp per varlen tensor: prefix[b] = the items of slots b' < b (per hk), each slot
 // max(1, ceil(rows / rows_per_item)) items; prefix[batch] = all of them. Launched before the
@@ -901,18 +986,18 @@ bool lag_override(long* lag) {
   return true;
 }
 
-// FLASHCUTE_FP8_QUANTIZE_STAGED: "0" the direct kernel, "1" the staged one (an error if the staged
-// kernel cannot run here, so that an A/B run or a test never measures another kernel
+// FLASHCUTE_FP8_QUANTIZE_STAGED: "0" the direct kernel, "1" the staged one, "2" the resident one
+// (an error if the chosen kernel cannot run here, so that an A/B run or a test never measures another kernel
 // unknowingly); unset, empty or anything else:
-// FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT (the same values; a staged default that cannot run falls
-// back to the direct kernel).
+// FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT (the same values; a default that cannot run falls back
+// to the direct kernel).
 struct KernelChoice {
-  int kernel;   // 0 direct, 1 staged
+  int kernel;   // 0 direct, 1 staged, 2 resident
   bool forced;  // set by the environment
 };
 KernelChoice kernel_choice() {
   const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_STAGED");
-  if (s && s[0] >= '0' && s[0] <= '1' && !s[1]) return {s[0] - '0', true};
+  if (s && s[0] >= '0' && s[0] <= '2' && !s[1]) return {s[0] - '0', true};
   return {FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT, false};
 }
 
@@ -994,12 +1079,85 @@ int staged_blocks_per_sm() {
   return n;
 }
 
+// The resident kernel's CTAs per SM on this device (asked once per device; 0: it cannot run).
+template <class In, bool kVarlen>
+int resident_blocks_per_sm() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached[kMaxDevices];  // blocks + 1; 0: not asked yet
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  int n = cached[dev].load(std::memory_order_relaxed) - 1;
+  if (n < 0) {
+    int coop = 0;
+    if (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, resident_quantize_kernel<In, kVarlen>, kThreads, 0) !=
+            cudaSuccess) {
+      (void)cudaGetLastError();
+      n = 0;
+    }
+    cached[dev].store(n + 1, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+// The resident kernel, if it can take this call: every item fits a stage and every slot has at
+// most as many items as there are resident CTAs (varlen: the host's bound, one slot holding every
+// packed row). Returns -1 where it cannot (nothing launched), else the CUDA status.
+template <class In, bool kVarlen>
+int launch_resident(const Fp8QuantizeParams& p) {
+  const int blocks = resident_blocks_per_sm<In, kVarlen>();
+  if (blocks == 0) return -1;
+  Args a{};
+  int max_items_per_slot = 1;
+  int64_t item_bytes = 0;
+  const int64_t slots = plan(p, a, Resident::kUnits, &max_items_per_slot, &item_bytes);
+  for (int i = 0; i < a.num_tensors; ++i) max_items_per_slot = std::max(max_items_per_slot, a.t[i].items_per_slot);
+  const int grid = std::min(std::max(1, p.num_sms) * blocks, std::max(a.items, 1));
+  if (item_bytes > Resident::kStageBytes || max_items_per_slot > grid) return -1;
+  if (a.items == 0) return int(cudaSuccess);
+  cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+  a.amax = static_cast<unsigned*>(p.workspace);
+  a.done = a.amax + slots;
+  a.next = a.done + slots;  // unused: the items go round-robin
+  int64_t prefix_entries = 0;
+  for (int i = 0; i < a.num_tensors; ++i) {
+    if (!a.t[i].bounds) continue;
+    a.t[i].prefix = reinterpret_cast<int*>(a.next + 1) + prefix_entries;
+    prefix_entries += a.t[i].batch + 1;
+  }
+  a.lag_dev = prefix_entries > 0 ? reinterpret_cast<int*>(a.next + 1) + prefix_entries : nullptr;
+  a.lag = a.items;  // plan_kernel writes a lag this kernel does not read
+  cudaError_t err = cudaMemsetAsync(p.workspace, 0, fp8_quantize_workspace_bytes(slots, prefix_entries), stream);
+  if (err != cudaSuccess) return int(err);
+  if (prefix_entries > 0) plan_kernel<<<1, 32 * kMaxTensors, 0, stream>>>(a);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;  // every CTA resident at once, or an error
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  err = cudaLaunchKernelEx(&cfg, resident_quantize_kernel<In, kVarlen>, a);
+  return int(err != cudaSuccess ? err : cudaGetLastError());
+}
+
 // kVarlen: some tensor has row_bounds (the kernels' varlen instantiations).
 template <class In, bool kVarlen>
 int launch(const Fp8QuantizeParams& p) {
   const KernelChoice choice = kernel_choice();
-  const int staged_blocks = choice.kernel == 0 ? 0 : staged_blocks_per_sm<In, kVarlen>();
-  if (choice.kernel != 0 && choice.forced && staged_blocks == 0) return int(cudaErrorInvalidConfiguration);
+  if (choice.kernel == 2) {
+    const int r = launch_resident<In, kVarlen>(p);
+    if (r >= 0) return r;
+    if (choice.forced) return int(cudaErrorInvalidConfiguration);
+  }
+  const int staged_blocks = choice.kernel != 1 ? 0 : staged_blocks_per_sm<In, kVarlen>();
+  if (choice.kernel == 1 && choice.forced && staged_blocks == 0) return int(cudaErrorInvalidConfiguration);
   bool staged = staged_blocks > 0;
   Args a{};
   int max_items_per_slot = 1;
