@@ -3,15 +3,19 @@
 # harness variant), then prints the call. scripts/kit_one_call.sh runs a wheel's full test run
 # and sanitizers, the FP8 mode, the bf16 bars in steady state, the harness A/B and the traces.
 #   scripts/kit_next_call.sh            # harness variants and traces only
-#   WHEEL=1 scripts/kit_next_call.sh    # and the library's wheel into .carry/final
-# The next experiment (benchmarks/RESULTS.md, "Where the tile boundary stands after runs
-# 96-102"): trace the library's own configuration at the tile boundary, bf16 d=128 and d=64 with
-# the dynamic hand-out (ABL_TILE_COUNTER=2) and the multiply-shift divisors, to see whether the
-# next tile's Q (read from HBM, issued only after the claim and the coordinates) is now what the
-# consumers wait for; if it is, first the early claim (FLASHCUTE_SM90_EARLY_CLAIM, back as an A/B
-# switch: the atomic's round trip is now the larger part of the producer's gap), then the
-# prepared next tile and early Q (runs/2026-12-05-run96-prep-next-early-q.patch; its dynamic
-# form spilled, RESULTS). Read the raw traces with benchmarks/trace_boundary.py.
+#   WHEEL=1 scripts/kit_next_call.sh    # and the library's wheel into .carry/final (needed)
+# The next device call (benchmarks/RESULTS.md, session 28) measures two things at once:
+# 1. The FP8 quantizer's resident kernel (FLASHCUTE_FP8_QUANTIZE_STAGED=2, not yet the default;
+#    never run on a GPU): KIT_QUANT_KERNEL=2 runs every FP8-mode test, the sanitizers and the
+#    FP8-mode benchmark through it, the quantizer's tests run all three kernels bitwise against
+#    each other, and KIT_NCU_QUANT=1 profiles it next to the direct kernel. If it passes and
+#    meets its prediction, make it the default (FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT 2).
+# 2. Issue 5's tile boundary (RESULTS, "Where the tile boundary stands after runs 96-102"): trace
+#    the library's own configuration, bf16 d=128 and d=64 with the dynamic hand-out
+#    (ABL_TILE_COUNTER=2) and the multiply-shift divisors, to see whether the next tile's Q (read
+#    from HBM, issued only after the claim and the coordinates) is now what the consumers wait
+#    for; and A/B the early claim (FLASHCUTE_SM90_EARLY_CLAIM) under it. Read the raw traces with
+#    benchmarks/trace_boundary.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${WHEEL:-0}" = 1 ]; then CARRY_DIR=.carry/final scripts/build_carry.sh; fi
@@ -27,9 +31,8 @@ ABL_DIR=.carry/ab scripts/build_ablation.sh 90 128 dyn:$c dynec:$c,$ec
 ABL_DIR=.carry/ab scripts/build_ablation.sh 90 64 dyn:$c dynec:$c,$ec
 du -sh .carry/trace .carry/ab
 cat <<'EOF2'
-Device call (~2 min): carry [".carry/trace", ".carry/ab"], command:
-  python3 benchmarks/diag_trace.py --dir .carry/trace --seqlens 1024,4096 --causal both --out $OUT/trace;
-  python3 benchmarks/smoke_ablation.py --dir .carry/ab --bitwise && python3 benchmarks/bench_ablation.py \
-    --dir .carry/ab --seqlens 1024,4096,16384 --rounds 3 --rep 100 --json $OUT/ab.json
-then here: python3 benchmarks/trace_boundary.py <files_at>/trace.npz sm90_d128_trdyn_s4096_causal ...
+Device call (~9 min; carry [".carry/final", ".carry/ab", ".carry/trace"]), command:
+  FLASHCUTE_TEST_BACKENDS=sm90 KIT_BUDGET=540 KIT_QUANT_KERNEL=2 KIT_NCU_QUANT=1 CAND=.carry/final \
+    ABL=.carry/ab TRACE_DIR=.carry/trace scripts/kit_one_call.sh 2>&1 | tail -120
+then here: python3 benchmarks/trace_boundary.py <kit>/trace.npz sm90_d128_trdyn_s4096_causal ...
 EOF2

@@ -23,6 +23,11 @@ fits() {  # fits NEED_S NAME: true if NEED_S seconds are left, else says it skip
 }
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo $(( l > 5 ? l - 5 : 1 )); }
 
+# KIT_QUANT_KERNEL=2: the FP8 quantizer's kernel for the whole call (FLASHCUTE_FP8_QUANTIZE_STAGED,
+# read per call by the library): every FP8-mode test, the sanitizers and the benchmarks' default
+# columns then run it (the quantizer's own tests still run each kernel; -direct columns force 0).
+if [ -n "${KIT_QUANT_KERNEL:-}" ]; then export FLASHCUTE_FP8_QUANTIZE_STAGED="$KIT_QUANT_KERNEL"; fi
+
 # 1. The candidate wheel: every test and the sanitizers (gpu_check.sh installs it from .carry/).
 CAND="${CAND:-.carry/final}"  # the candidate wheel folder (carry it)
 ABL="${ABL:-.carry/ablation}"  # the harness variants (scripts/build_ablation.sh; carry it)

@@ -132,9 +132,10 @@ constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's tw
 #define FLASHCUTE_FP8_QUANTIZE_RESIDENT_BLOCKS_PER_SM 4
 #endif
 // The kernel a call runs when FLASHCUTE_FP8_QUANTIZE_STAGED is unset: 0 direct, 1 staged,
-// 2 resident (where it cannot take a call, the direct one does).
+// 2 resident (where it cannot take a call, the direct one does). The resident kernel is not yet
+// the default: it has not run on a GPU (benchmarks/RESULTS.md, session 28).
 #ifndef FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT
-#define FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT 2
+#define FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT 0
 #endif
 
 // One kernel's item geometry: units per item and, for the staged kernel, its ring of stages
@@ -1105,7 +1106,7 @@ int resident_blocks_per_sm() {
 
 // The resident kernel, if it can take this call: every item fits a stage and every slot has at
 // most as many items as there are resident CTAs (varlen: the host's bound, one slot holding every
-// packed row). Returns -1 where it cannot (nothing launched), else the CUDA status.
+// packed row). Returns -1 where it cannot (the kernel not launched), else the CUDA status.
 template <class In, bool kVarlen>
 int launch_resident(const Fp8QuantizeParams& p) {
   const int blocks = resident_blocks_per_sm<In, kVarlen>();
@@ -1144,6 +1145,10 @@ int launch_resident(const Fp8QuantizeParams& p) {
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   err = cudaLaunchKernelEx(&cfg, resident_quantize_kernel<In, kVarlen>, a);
+  if (err == cudaErrorCooperativeLaunchTooLarge) {  // fewer SMs than the device has (MPS, ...)
+    (void)cudaGetLastError();
+    return -1;  // the direct kernel zeroes the workspace and plans again
+  }
   return int(err != cudaSuccess ? err : cudaGetLastError());
 }
 
