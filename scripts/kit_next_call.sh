@@ -16,6 +16,9 @@
 #    from HBM, issued only after the claim and the coordinates) is now what the consumers wait
 #    for; and A/B the early claim (FLASHCUTE_SM90_EARLY_CLAIM) under it. Read the raw traces with
 #    benchmarks/trace_boundary.py.
+# 3. The deferred epilogue (FLASHCUTE_SM90_DEFER_EPILOGUE: a tile's O stored once the next
+#    tile's first S GEMM is issued), alone and with Q a tile ahead (FLASHCUTE_SM90_Q_AHEAD), which
+#    it needs so that the consumers do not just wait for Q sooner (RESULTS, session 28).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${WHEEL:-0}" = 1 ]; then CARRY_DIR=.carry/final scripts/build_carry.sh; fi
@@ -23,16 +26,18 @@ rm -rf .carry/trace .carry/ab && mkdir -p .carry/trace .carry/ab
 c=-DABL_TILE_COUNTER=2
 tr=-DFLASHCUTE_SM90_TRACE=1,$c
 ec=-DFLASHCUTE_SM90_EARLY_CLAIM=1
-ABL_DIR=.carry/trace scripts/build_ablation.sh 90 128 trdyn:$tr trdynec:$tr,$ec
+qa=-DFLASHCUTE_SM90_Q_AHEAD=1
+def=-DFLASHCUTE_SM90_DEFER_EPILOGUE=1
+ABL_DIR=.carry/trace scripts/build_ablation.sh 90 128 trdyn:$tr trdynec:$tr,$ec trdynqadef:$tr,$qa,$def
 ABL_DIR=.carry/trace scripts/build_ablation.sh 90 64 trdyn:$tr
-# And the early claim again (run 94 measured it before the divisors): the library's dynamic
-# path with and without it.
-ABL_DIR=.carry/ab scripts/build_ablation.sh 90 128 dyn:$c dynec:$c,$ec
-ABL_DIR=.carry/ab scripts/build_ablation.sh 90 64 dyn:$c dynec:$c,$ec
+# And the early claim again (run 94 measured it before the divisors), the deferred epilogue and
+# Q a tile ahead: the library's dynamic path with and without them.
+ABL_DIR=.carry/ab scripts/build_ablation.sh 90 128 dyn:$c dynec:$c,$ec dyndef:$c,$def dynqa:$c,$qa dynqadef:$c,$qa,$def
+ABL_DIR=.carry/ab scripts/build_ablation.sh 90 64 dyn:$c dynec:$c,$ec dyndef:$c,$def
 du -sh .carry/trace .carry/ab
 cat <<'EOF2'
 Device call (~9 min; carry [".carry/final", ".carry/ab", ".carry/trace"]), command:
-  FLASHCUTE_TEST_BACKENDS=sm90 KIT_BUDGET=540 KIT_QUANT_KERNEL=2 KIT_NCU_QUANT=1 CAND=.carry/final \
-    ABL=.carry/ab TRACE_DIR=.carry/trace scripts/kit_one_call.sh 2>&1 | tail -120
+  FLASHCUTE_TEST_BACKENDS=sm90 KIT_BUDGET=560 KIT_QUANT_KERNEL=2 KIT_NCU_QUANT=1 KIT_AB_SEQLENS=1024,4096 \
+    CAND=.carry/final ABL=.carry/ab TRACE_DIR=.carry/trace scripts/kit_one_call.sh 2>&1 | tail -150
 then here: python3 benchmarks/trace_boundary.py <kit>/trace.npz sm90_d128_trdyn_s4096_causal ...
 EOF2

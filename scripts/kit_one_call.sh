@@ -66,7 +66,8 @@ say "smoke + A/B"
 if timeout 100 python3 benchmarks/smoke_ablation.py --dir "$ABL" --bitwise > "$K/smoke.txt" 2>&1; then smoke_ok=1; else smoke_ok=0; fi
 grep -E "^bitwise|FAILED|Error" "$K/smoke.txt"; tail -1 "$K/smoke.txt"
 [ "$smoke_ok" = 1 ] || say "smoke failed: no A/B"
-[ "$smoke_ok" = 1 ] && timeout "$(cap 200)" python3 benchmarks/bench_ablation.py --dir "$ABL" --seqlens 1024,4096,16384 \
+[ "$smoke_ok" = 1 ] && timeout "$(cap 200)" python3 benchmarks/bench_ablation.py --dir "$ABL" \
+  --seqlens "${KIT_AB_SEQLENS:-1024,4096,16384}" \
   --rounds "${KIT_AB_ROUNDS:-3}" \
   --rep 100 --json "$OUT/ab.json" > "$K/ab.txt" 2>&1
 tail -60 "$K/ab.txt"

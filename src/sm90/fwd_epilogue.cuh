@@ -64,13 +64,25 @@ struct Epilogue {
     }
   }
 
+  // The output fragment: O in the output type, in the accumulator's register order.
+  template <class TensorO>
+  using FragmentO = decltype(make_tensor<Element>(TensorO{}.layout()));
+
   // scale_log2: the score scale the mainloop used; o_scale: FP8's v_descale (1 otherwise).
   // trace: the diagnostic trace's callback (trace.cuh), called with kTrEpi* events.
   template <class KP, class TensorO, class Softmax, class Trace = NoTrace>
   CUTE_DEVICE void store(KP const& kp, SharedStorage& ss, SeqInfo const& seq, int h, int m_block,
                          TensorO& tOrO, Softmax& softmax, float scale_log2, float o_scale,
                          Trace const& trace = Trace{}) const {
-    FwdParams const& p = kp.p;
+    FragmentO<TensorO> rO;
+    finish_o(kp.p, seq, h, m_block, tOrO, softmax, scale_log2, o_scale, rO);
+    store_o(kp, ss, seq, h, m_block, rO, trace);
+  }
+
+  // The register part: O normalised, LSE written, O converted into rO; tOrO is left cleared.
+  template <class TensorO, class Softmax>
+  CUTE_DEVICE void finish_o(FwdParams const& p, SeqInfo const& seq, int h, int m_block, TensorO& tOrO,
+                            Softmax& softmax, float scale_log2, float o_scale, FragmentO<TensorO>& rO) const {
     TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(tid);
 
@@ -90,11 +102,24 @@ struct Epilogue {
       }
     }
 
-    Tensor rO = convert_fragment<Element>(tOrO);
+    Tensor converted = convert_fragment<Element>(tOrO);
+    CUTE_UNROLL
+    for (int i = 0; i < size(rO); ++i) rO(i) = converted(i);
     // The fp32 O is dead from here until the next tile's first P V, but that wgmma lists it as
     // an input (its zero-init is a runtime flag), so ptxas would keep all of it live through the
     // store next to rO: at d=256 with 128-key FP8 tiles that spilled. Zeros end its live range.
+    // (And here, before the next tile's first S GEMM is issued: written while a wgmma is in
+    // flight, the accumulator would serialise the wgmmas, ptxas C7515.)
     clear(tOrO);
+  }
+
+  // The memory part: rO through shared memory (stmatrix) and out by TMA store (varlen: 16-byte
+  // stores). Touches no accumulator, so it may run while a wgmma is in flight (kDeferEpilogue).
+  template <class KP, class FragO, class Trace = NoTrace>
+  CUTE_DEVICE void store_o(KP const& kp, SharedStorage& ss, SeqInfo const& seq, int h, int m_block,
+                           FragO const& rO, Trace const& trace = Trace{}) const {
+    FwdParams const& p = kp.p;
+    TiledMmaPV mma_pv;
     Tensor sO = make_tensor(make_smem_ptr(ss.o_ptr()), typename Traits::SmemLayoutO{});
     Tensor sO_wg = make_tensor(make_smem_ptr(ss.o_ptr() + wg * 64 * kHeadDimV),
                                typename Traits::SmemLayoutOWG{});

@@ -163,6 +163,28 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDimV>>{});
     consumer.sched_start();
     consumer.trace(kTrStart);
+    using Softmax = Sm90OnlineSoftmax<decltype(size<0>(acc_rowcol(tOrO.layout())))::value, Traits::kFp8 ? 8 : 0>;
+#if FLASHCUTE_SM90_TRACE >= 2
+    const auto epi_trace = [&](int ev) { consumer.trace(ev); };
+#else
+    const NoTrace epi_trace{};
+#endif
+    // kDeferEpilogue: the last tile whose O (converted, in rO_pending) is not yet stored (-1:
+    // none). Its memory part runs once the next tile's first S GEMM is issued, or before a tile
+    // without keys, or at the end; its register part (which writes the accumulator) right after
+    // the tile.
+    int pending = -1;
+    typename Epilogue<Traits>::template FragmentO<decltype(tOrO)> rO_pending;
+    const auto store_pending = [&]() {
+      if constexpr (Traits::kDeferEpilogue) {
+        if (pending >= 0) {
+          const TileCoord tc = sched.tile(pending);
+          epilogue.store_o(kp, ss, SeqInfo(p, tc.b), tc.h, tc.m_block, rO_pending, epi_trace);
+          consumer.trace(kTrEpilogue, pending);
+          pending = -1;
+        }
+      }
+    };
     uint32_t header_phase = 0;  // tile_full's parity for the next tile header
     for (;;) {
       mbar_wait(&ss.bar.tile_full, header_phase);
@@ -170,33 +192,37 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       const int t = load_volatile(ss.bar.tile.tile);
       if constexpr (Traits::kHeaderBarrier) mbar_arrive(&ss.bar.hdr_empty);  // the producer may publish the next
       consumer.trace(kTrTileHeader, t);
-      if (t >= sched.total_tiles) break;
+      if (t >= sched.total_tiles) {
+        store_pending();
+        break;
+      }
       const TileCoord tc = sched.tile(t);
       const SeqInfo seq(p, tc.b);
       const WindowMask mask(p, seq);
       const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
       if (!r.active || r.n_min >= r.n_max) {  // nothing loaded: hand Q's (and O's) buffer back
+        store_pending();
         // (kQAhead: a tile without loads takes no Q buffer, so it has nothing to hand back)
         if constexpr (!Traits::kQAhead) cutlass::arch::ClusterBarrier::arrive(consumer.q_empty(ss));
         if constexpr (Traits::kOAliasV) cutlass::arch::ClusterBarrier::arrive(&ss.bar.o_free);
         if (r.active) epilogue.store_empty(p, seq, tc.h, tc.m_block);
         continue;
       }
-      Sm90OnlineSoftmax<decltype(size<0>(acc_rowcol(tOrO.layout())))::value, Traits::kFp8 ? 8 : 0> softmax;
+      Softmax softmax;
       Descale ds;
       if constexpr (Traits::kFp8) ds = Descale(p, tc.b, sched.kv_head(tc.h));
       if constexpr (Traits::kTransposeV) {
-        consumer.mma(p, ss, pipe_k, pipe_vt, mask, r, tc.m_block, ds.qk, tOrO, softmax);
+        consumer.mma(p, ss, pipe_k, pipe_vt, mask, r, tc.m_block, ds.qk, tOrO, softmax, store_pending);
       } else {
-        consumer.mma(p, ss, pipe_k, pipe_v, mask, r, tc.m_block, ds.qk, tOrO, softmax);
+        consumer.mma(p, ss, pipe_k, pipe_v, mask, r, tc.m_block, ds.qk, tOrO, softmax, store_pending);
       }
-#if FLASHCUTE_SM90_TRACE >= 2
-      epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v,
-                     [&](int ev) { consumer.trace(ev); });
-#else
-      epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v);
-#endif
-      consumer.trace(kTrEpilogue, t);
+      if constexpr (Traits::kDeferEpilogue) {
+        epilogue.finish_o(p, seq, tc.h, tc.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v, rO_pending);
+        pending = t;
+      } else {
+        epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v, epi_trace);
+        consumer.trace(kTrEpilogue, t);
+      }
     }
     consumer.trace(kTrEnd);
     consumer.sched_finish();

@@ -437,11 +437,13 @@ struct Mainloop {
     // Runs the whole key loop of one tile with work (n_min < n_max). On return tOrO holds the
     // unnormalised O of this thread's rows and softmax the row statistics.
     // pipe_v: the V^T ring (PipelineV for 16-bit inputs, PipelineVt for FP8). qk_descale: FP8's
-    // q_descale * k_descale (1 otherwise), folded into the score scale.
-    template <class PipelineVIn, class TensorO, class Softmax>
+    // q_descale * k_descale (1 otherwise), folded into the score scale. after_first_s: called
+    // once the tile's first S GEMM is issued, before tOrO is touched (Traits::kDeferEpilogue:
+    // the previous tile's epilogue, which still reads O from tOrO).
+    template <class PipelineVIn, class TensorO, class Softmax, class AfterFirstS>
     CUTE_DEVICE void mma(FwdParams const& p, SharedStorage& ss, PipelineK& pipe_k, PipelineVIn& pipe_v,
                          WindowMask const& mask, TileRange const& r, int m_block, float qk_descale,
-                         TensorO& tOrO, Softmax& softmax) {
+                         TensorO& tOrO, Softmax& softmax, AfterFirstS&& after_first_s) {
       TiledMmaQK mma_qk;
       TiledMmaPV mma_pv;
       auto thr_qk = mma_qk.get_thread_slice(tid);
@@ -550,6 +552,7 @@ struct Mainloop {
         wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
         sched_signal();
         trace(kTrS0);
+        after_first_s();  // runs while S(n_max-1) is on the tensor cores
         warpgroup_wait<0>();
         warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(state_k);
@@ -678,6 +681,7 @@ struct Mainloop {
         }
       } else {
         // Plain schedule: S, softmax, P V, one block at a time (the ablation baseline).
+        after_first_s();  // (nothing is deferred in this schedule: Traits::kDeferEpilogue)
         bool first_pv = true;
         for (int n = n_top - 1; n >= r.n_min; --n) {
           pipe_k.consumer_wait(state_k);

@@ -50,6 +50,9 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_EARLY_CLAIM
 #define FLASHCUTE_SM90_EARLY_CLAIM 0  // A/B switch: the next tile claimed before this one's last loads (fwd_kernel.cuh)
 #endif
+#ifndef FLASHCUTE_SM90_DEFER_EPILOGUE
+#define FLASHCUTE_SM90_DEFER_EPILOGUE 0  // A/B switch: a tile's epilogue after the next tile's first S GEMM (FwdTraits::kDeferEpilogue)
+#endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
 #endif
@@ -105,6 +108,12 @@ struct FwdTraits {
   static_assert(!kOAliasV || kTransposeV, "only the transposing FP8 kernel has a V landing buffer");
   static constexpr bool kPingPong = kPingPong_;  // off for e4m3 d=128 (fwd_launch.cuh); ablation switch
   static constexpr bool kIntraWGOverlap = kIntraWGOverlap_;  // ablation switch
+  // A consumer warpgroup stores tile t's O only once it has issued tile t + 1's first S GEMM
+  // (fwd_kernel.cuh): the epilogue (~1,200 cycles, run 92's trace) then runs while that GEMM is
+  // on the tensor cores instead of before it, when they are idle. Needs O in its own buffer (an
+  // aliased Q or V buffer already holds the next tile's data by then) and the overlapped schedule.
+  static constexpr bool kDeferEpilogue =
+      bool(FLASHCUTE_SM90_DEFER_EPILOGUE) && kOStaging_ == kOSeparate && kIntraWGOverlap_ && !kFp8;
 
   static constexpr int kNumMmaThreads = kNumMmaWG * 128;
   static constexpr int kNumThreads = kNumMmaThreads + 128;
