@@ -1045,19 +1045,42 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int item_units, int* max_items
   return slots;
 }
 
-// The staged kernel's dynamic shared memory (its ring) and carveout, set on every launch as the
-// attention kernels do (a function's attributes belong to the device it runs on), and its
-// resident CTAs per SM, asked once per device. 0 CTAs: it cannot run (then the direct one does).
-template <class In, bool kVarlen>
-int staged_blocks_per_sm() {
-  constexpr int kBytes = Staged::kStages * Staged::kStageBytes;
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cached[kMaxDevices];  // blocks + 1; 0: not asked yet
+constexpr int kMaxDevices = 64;
+
+// The current device's index, or -1 (none usable: the kernels with per-device queries do not run).
+int current_device() {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
     (void)cudaGetLastError();
-    return 0;
+    return -1;
   }
+  return dev;
+}
+
+// A kernel's resident CTAs per SM on device dev: asked once per device (an error counts as 0: the
+// kernel cannot run), then read from cache (blocks + 1 per device; 0: not asked yet).
+template <class Kernel>
+int blocks_per_sm_once(std::atomic<int> (&cache)[kMaxDevices], int dev, Kernel kernel, size_t smem) {
+  int n = cache[dev].load(std::memory_order_relaxed) - 1;
+  if (n < 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem) != cudaSuccess) {
+      (void)cudaGetLastError();
+      n = 0;
+    }
+    cache[dev].store(n + 1, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+// The staged kernel's dynamic shared memory (its ring) and carveout, set on every launch as the
+// attention kernels do (a function's attributes belong to the device it runs on), and its
+// resident CTAs per SM. 0 CTAs: it cannot run (then the direct one does).
+template <class In, bool kVarlen>
+int staged_blocks_per_sm() {
+  constexpr int kBytes = Staged::kStages * Staged::kStageBytes;
+  static std::atomic<int> cached[kMaxDevices];
+  const int dev = current_device();
+  if (dev < 0) return 0;
   if (cudaFuncSetAttribute(staged_quantize_kernel<In, kVarlen>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) !=
       cudaSuccess) {
     (void)cudaGetLastError();
@@ -1068,40 +1091,37 @@ int staged_blocks_per_sm() {
                            int(cudaSharedmemCarveoutMaxShared)) != cudaSuccess) {
     (void)cudaGetLastError();
   }
-  int n = cached[dev].load(std::memory_order_relaxed) - 1;
-  if (n < 0) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, staged_quantize_kernel<In, kVarlen>, kThreads, kBytes) !=
-        cudaSuccess) {
-      (void)cudaGetLastError();
-      n = 0;
-    }
-    cached[dev].store(n + 1, std::memory_order_relaxed);
-  }
-  return n;
+  return blocks_per_sm_once(cached, dev, staged_quantize_kernel<In, kVarlen>, kBytes);
 }
 
-// The resident kernel's CTAs per SM on this device (asked once per device; 0: it cannot run).
+// The resident kernel's CTAs per SM (0: it cannot run, also where cooperative launches cannot).
 template <class In, bool kVarlen>
 int resident_blocks_per_sm() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cached[kMaxDevices];  // blocks + 1; 0: not asked yet
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+  static std::atomic<int> cached[kMaxDevices];
+  const int dev = current_device();
+  int coop = 0;
+  if (dev < 0 || cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop) {
     (void)cudaGetLastError();
     return 0;
   }
-  int n = cached[dev].load(std::memory_order_relaxed) - 1;
-  if (n < 0) {
-    int coop = 0;
-    if (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, resident_quantize_kernel<In, kVarlen>, kThreads, 0) !=
-            cudaSuccess) {
-      (void)cudaGetLastError();
-      n = 0;
-    }
-    cached[dev].store(n + 1, std::memory_order_relaxed);
+  return blocks_per_sm_once(cached, dev, resident_quantize_kernel<In, kVarlen>, 0);
+}
+
+// Points the counters, the varlen tensors' item prefixes and the lag into the workspace and
+// zeroes it on the stream; *prefix_entries > 0: a varlen launch (plan_kernel must run first).
+cudaError_t bind_workspace(const Fp8QuantizeParams& p, Args& a, int64_t slots, int64_t* prefix_entries) {
+  a.amax = static_cast<unsigned*>(p.workspace);
+  a.done = a.amax + slots;
+  a.next = a.done + slots;
+  *prefix_entries = 0;
+  for (int i = 0; i < a.num_tensors; ++i) {
+    if (!a.t[i].bounds) continue;
+    a.t[i].prefix = reinterpret_cast<int*>(a.next + 1) + *prefix_entries;
+    *prefix_entries += a.t[i].batch + 1;
   }
-  return n;
+  a.lag_dev = *prefix_entries > 0 ? reinterpret_cast<int*>(a.next + 1) + *prefix_entries : nullptr;
+  return cudaMemsetAsync(p.workspace, 0, fp8_quantize_workspace_bytes(slots, *prefix_entries),
+                         static_cast<cudaStream_t>(p.stream));
 }
 
 // The resident kernel, if it can take this call: every item fits a stage and every slot has at
@@ -1120,18 +1140,9 @@ int launch_resident(const Fp8QuantizeParams& p) {
   if (item_bytes > Resident::kStageBytes || max_items_per_slot > grid) return -1;
   if (a.items == 0) return int(cudaSuccess);
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
-  a.amax = static_cast<unsigned*>(p.workspace);
-  a.done = a.amax + slots;
-  a.next = a.done + slots;  // unused: the items go round-robin
+  a.lag = a.items;  // plan_kernel writes a lag this kernel does not read (nor the counter a.next)
   int64_t prefix_entries = 0;
-  for (int i = 0; i < a.num_tensors; ++i) {
-    if (!a.t[i].bounds) continue;
-    a.t[i].prefix = reinterpret_cast<int*>(a.next + 1) + prefix_entries;
-    prefix_entries += a.t[i].batch + 1;
-  }
-  a.lag_dev = prefix_entries > 0 ? reinterpret_cast<int*>(a.next + 1) + prefix_entries : nullptr;
-  a.lag = a.items;  // plan_kernel writes a lag this kernel does not read
-  cudaError_t err = cudaMemsetAsync(p.workspace, 0, fp8_quantize_workspace_bytes(slots, prefix_entries), stream);
+  cudaError_t err = bind_workspace(p, a, slots, &prefix_entries);
   if (err != cudaSuccess) return int(err);
   if (prefix_entries > 0) plan_kernel<<<1, 32 * kMaxTensors, 0, stream>>>(a);
   cudaLaunchConfig_t cfg{};
@@ -1179,17 +1190,8 @@ int launch(const Fp8QuantizeParams& p) {
   }
   if (a.items == 0) return int(cudaSuccess);  // batch 0: nothing to write
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
-  a.amax = static_cast<unsigned*>(p.workspace);
-  a.done = a.amax + slots;
-  a.next = a.done + slots;
   int64_t prefix_entries = 0;
-  for (int i = 0; i < a.num_tensors; ++i) {
-    if (!a.t[i].bounds) continue;
-    a.t[i].prefix = reinterpret_cast<int*>(a.next + 1) + prefix_entries;
-    prefix_entries += a.t[i].batch + 1;
-  }
-  a.lag_dev = prefix_entries > 0 ? reinterpret_cast<int*>(a.next + 1) + prefix_entries : nullptr;
-  cudaError_t err = cudaMemsetAsync(p.workspace, 0, fp8_quantize_workspace_bytes(slots, prefix_entries), stream);
+  cudaError_t err = bind_workspace(p, a, slots, &prefix_entries);
   if (err != cudaSuccess) return int(err);
   // Varlen: the slots' item prefix (and the lag, from a.lag) before the quantization launches.
   const auto plan_varlen = [&] {
