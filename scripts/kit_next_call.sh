@@ -32,7 +32,8 @@ ABL_DIR=.carry/trace scripts/build_ablation.sh 90 128 trdyn:$tr trdynec:$tr,$ec 
 ABL_DIR=.carry/trace scripts/build_ablation.sh 90 64 trdyn:$tr
 # And the early claim again (run 94 measured it before the divisors), the deferred epilogue and
 # Q a tile ahead: the library's dynamic path with and without them.
-ABL_DIR=.carry/ab scripts/build_ablation.sh 90 128 dyn:$c dynec:$c,$ec dyndef:$c,$def dynqa:$c,$qa dynqadef:$c,$qa,$def
+ABL_DIR=.carry/ab scripts/build_ablation.sh 90 128 dyn:$c dynec:$c,$ec dyndef:$c,$def dynqa:$c,$qa dynqadef:$c,$qa,$def \
+  dynecqadef:$c,$ec,$qa,$def
 ABL_DIR=.carry/ab scripts/build_ablation.sh 90 64 dyn:$c dynec:$c,$ec dyndef:$c,$def
 du -sh .carry/trace .carry/ab
 cat <<'EOF2'
