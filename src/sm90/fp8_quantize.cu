@@ -884,17 +884,30 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // Item j's x into `dst`, packed as (row, head, D) like the staged kernel's stages, in 16-byte
-// pieces spread over every thread of the CTA (a varlen spare item has no rows: nothing).
+// pieces spread over every thread of the CTA (a varlen spare item has no rows: nothing). The
+// head dim is a template parameter so that a piece's segment is a constant division; a
+// segment's row and head need a division by the head group only where it is not 1 (q with GQA).
+template <int D>
+__device__ __forceinline__ void load_segments_async(const Tensor& t, const ItemLoad& ld, uint8_t* dst) {
+  constexpr int kPiecesPerSeg = D / kGroupElems;
+  const int pieces = ld.segs * kPiecesPerSeg;
+  for (int c = threadIdx.x; c < pieces; c += kThreads) {
+    const int i = c / kPiecesPerSeg, e = c - i * kPiecesPerSeg;
+    const int r = t.group == 1 ? i : i / t.group, g = i - r * t.group;
+    cp_async_16(dst + c * 16, ld.x + int64_t(r) * t.xs_r + int64_t(g) * t.xs_h + e * kGroupElems);
+  }
+}
 template <class G>
 __device__ __forceinline__ void load_item_async(const Args& a, int j, uint8_t* dst) {
   const ItemLoad ld = item_load<G>(a, Mode::kCastOnly, j);
   const Tensor& t = *ld.t;
-  const int pieces_per_seg = t.head_dim / kGroupElems;
-  const int pieces = ld.segs * pieces_per_seg;
-  for (int c = threadIdx.x; c < pieces; c += kThreads) {
-    const int i = c / pieces_per_seg, e = c - i * pieces_per_seg;
-    const int r = i / t.group, g = i - r * t.group;
-    cp_async_16(dst + c * 16, ld.x + int64_t(r) * t.xs_r + int64_t(g) * t.xs_h + e * kGroupElems);
+  switch (t.head_dim) {  // validated by the API: one of these
+    case 64: load_segments_async<64>(t, ld, dst); break;
+    case 96: load_segments_async<96>(t, ld, dst); break;
+    case 128: load_segments_async<128>(t, ld, dst); break;
+    case 192: load_segments_async<192>(t, ld, dst); break;
+    case 256: load_segments_async<256>(t, ld, dst); break;
+    default: break;
   }
 }
 
