@@ -911,15 +911,13 @@ __device__ __forceinline__ void load_item_async(const Args& a, int j, uint8_t* d
   }
 }
 
-// Why it cannot deadlock (every CTA resident: a cooperative launch; each slot at most gridDim.x
-// items): a CTA waits only in an item j = k * grid + c of round k, for the amax of the other
-// items of j's slot. Those at earlier positions of round k or earlier rounds were (or will be)
-// published by CTAs before they wait themselves. Those in round k + 1 (a slot of <= grid items
-// that crosses into it) are items (k + 1) * grid + c' whose CTAs c' hold, in round k, items
-// (k * grid + c') that come before j's slot starts, so of earlier slots; by induction over the
-// slots those complete, and c' goes on to publish its round-(k + 1) item. The item a CTA has in
-// flight (the next round's) is never one its current slot waits for: that slot would then have
-// more than grid items.
+// Why it cannot deadlock (every CTA resident: a cooperative launch; each slot S at most grid
+// items): a CTA waits only for the amax of the other items of its current item's slot S. Each
+// of them is some CTA c's item i, and c's previous item, i - grid, lies before S's first item
+// (S would otherwise span grid + 1 positions), so it is of an earlier slot. By induction over
+// the slots (the first slot's items have no previous ones), c gets past that item and publishes
+// i before it waits itself. The item a CTA has in flight (its next, j + grid) is never in S, for
+// the same reason. tests/test_quantize_resident_model.py runs this schedule.
 template <class In, bool kVarlen>
 __global__ void __launch_bounds__(kThreads, kResidentBlocksPerSm)
     resident_quantize_kernel(const __grid_constant__ Args a) {
