@@ -36,11 +36,15 @@ def main():
                     help="small shapes only (under compute-sanitizer), best with --num-sms 5")
     ap.add_argument("--only", default="",
                     help="comma-separated substrings: only the variants whose name contains one (e.g. under racecheck)")
+    ap.add_argument("--failed-out",
+                    help="write the paths of the variants that failed here, one per line (the others are "
+                         "still checked: a kit can set the failed ones aside and time the rest)")
     ap.add_argument("--bitwise", action="store_true",
                     help="after the checks, group the variants of each family whose outputs and LSE are bitwise equal, per case "
                          "(a schedule change that should not touch the arithmetic, e.g. two P buffers, must keep the bits)")
     a = ap.parse_args()
     results = {}  # (family, hdim, case) -> [(variant, out, lse)] (--bitwise)
+    failed = []  # paths of the variants with a wrong result
     num_sms = a.num_sms or torch.cuda.get_device_properties(0).multi_processor_count
     attention_ref = _load_reference().attention_ref  # float64, causal bottom-right, empty rows 0
     # (batch, seqlen_q, seqlen_k, heads): several tiles per CTA; then fewer keys than queries, so
@@ -58,38 +62,44 @@ def main():
         d = int(hd[2:])
         fp8 = fam.endswith("f8")
         f = bench_ablation.load(path)
-        for (b, sq, sk, h) in shapes:
-            for causal in (False, True):
-                torch.manual_seed(0)
-                q = torch.randn(b, sq, h, d, device="cuda", dtype=torch.bfloat16)
-                k, v = (torch.randn(b, sk, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-                ins = (q, k, v)
-                if fp8:
-                    ins = tuple(x.to(torch.float8_e4m3fn) for x in ins)
-                    q, k, v = (x.to(torch.bfloat16) for x in ins)
-                vt = fp8 and bench_ablation.is_vt(name)
-                if vt:  # the FP8 mode's V^T-input kernel
-                    ins = (ins[0], ins[1], bench_ablation.v_colmajor(ins[2]))
-                out = torch.full_like(q, math.nan)
-                lse = torch.full((b, h, sq), math.nan, device="cuda", dtype=torch.float32)
-                t0 = time.time()
-                bench_ablation.launcher(f, *ins, out, lse, causal, num_sms, vt=vt)()
-                torch.cuda.synchronize()
-                ref_out, ref_lse = attention_ref(q, k, v, causal=causal)
-                err = (out.double() - ref_out).abs().max().item()
-                # LSE: the row's own statistics (a tile's epilogue with another tile's softmax
-                # state shows here); rows without visible keys must be -inf in both.
-                empty = torch.isinf(ref_lse)
-                lse_err = (lse.double() - ref_lse)[~empty].abs().max().item() if (~empty).any() else 0.0
-                lse_empty_ok = bool((lse[empty] == -math.inf).all())
-                print(f"{os.path.basename(path)} {b}x{sq}x{sk}x{h} causal={causal} max|err|={err:.3g} "
-                      f"lse {lse_err:.3g} ({time.time() - t0:.2f} s)", flush=True)
-                if not (err < (0.25 if fp8 else 2e-2) and lse_err < 1e-2 and lse_empty_ok):  # NaN fails
-                    raise SystemExit("FAILED")
-                if a.bitwise:
-                    results.setdefault((fam, hd, f"{b}x{sq}x{sk}x{h} causal={causal}"), []).append((name, out, lse))
+        for (b, sq, sk, h), causal in ((shape, c) for shape in shapes for c in (False, True)):
+            torch.manual_seed(0)
+            q = torch.randn(b, sq, h, d, device="cuda", dtype=torch.bfloat16)
+            k, v = (torch.randn(b, sk, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+            ins = (q, k, v)
+            if fp8:
+                ins = tuple(x.to(torch.float8_e4m3fn) for x in ins)
+                q, k, v = (x.to(torch.bfloat16) for x in ins)
+            vt = fp8 and bench_ablation.is_vt(name)
+            if vt:  # the FP8 mode's V^T-input kernel
+                ins = (ins[0], ins[1], bench_ablation.v_colmajor(ins[2]))
+            out = torch.full_like(q, math.nan)
+            lse = torch.full((b, h, sq), math.nan, device="cuda", dtype=torch.float32)
+            t0 = time.time()
+            bench_ablation.launcher(f, *ins, out, lse, causal, num_sms, vt=vt)()
+            torch.cuda.synchronize()
+            ref_out, ref_lse = attention_ref(q, k, v, causal=causal)
+            err = (out.double() - ref_out).abs().max().item()
+            # LSE: the row's own statistics (a tile's epilogue with another tile's softmax
+            # state shows here); rows without visible keys must be -inf in both.
+            empty = torch.isinf(ref_lse)
+            lse_err = (lse.double() - ref_lse)[~empty].abs().max().item() if (~empty).any() else 0.0
+            lse_empty_ok = bool((lse[empty] == -math.inf).all())
+            print(f"{os.path.basename(path)} {b}x{sq}x{sk}x{h} causal={causal} max|err|={err:.3g} "
+                  f"lse {lse_err:.3g} ({time.time() - t0:.2f} s)", flush=True)
+            if not (err < (0.25 if fp8 else 2e-2) and lse_err < 1e-2 and lse_empty_ok):  # NaN fails
+                print(f"FAILED {os.path.basename(path)}", flush=True)
+                failed.append(path)
+                break  # its other cases are not checked; the other variants are
+            if a.bitwise:
+                results.setdefault((fam, hd, f"{b}x{sq}x{sk}x{h} causal={causal}"), []).append((name, out, lse))
     for (fam, hd, case), runs in sorted(results.items()):
         print_bitwise_groups(fam, hd, case, runs)
+    if a.failed_out:
+        with open(a.failed_out, "w") as fh:
+            fh.writelines(f"{x}\n" for x in failed)
+    if failed:
+        raise SystemExit(f"FAILED: {', '.join(os.path.basename(x) for x in failed)}")
 
 
 def print_bitwise_groups(fam, hd, case, runs):
