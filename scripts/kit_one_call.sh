@@ -26,12 +26,29 @@ cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo $(( l > 5 ? l
 # KIT_QUANT_KERNEL=2: the FP8 quantizer's kernel for the whole call (FLASHCUTE_FP8_QUANTIZE_STAGED,
 # read per call by the library): every FP8-mode test, the sanitizers and the benchmarks' default
 # columns then run it (the quantizer's own tests still run each kernel; -direct columns force 0).
-if [ -n "${KIT_QUANT_KERNEL:-}" ]; then export FLASHCUTE_FP8_QUANTIZE_STAGED="$KIT_QUANT_KERNEL"; fi
-
-# 1. The candidate wheel: every test and the sanitizers (gpu_check.sh installs it from .carry/).
+# First its own tests alone (pre-flight, one process): a kernel that traps would take the CUDA
+# context, and with it every later test of the main run, down. If they fail, the main run goes
+# without it (its tests deselected) and so does everything after.
 CAND="${CAND:-.carry/final}"  # the candidate wheel folder (carry it)
 ABL="${ABL:-.carry/ablation}"  # the harness variants (scripts/build_ablation.sh; carry it)
 cp "$CAND"/*.whl "$CAND"/ptxas.txt .carry/
+quant_ok=1
+if [ -n "${KIT_QUANT_KERNEL:-}" ]; then
+  say "pre-flight: the quantizer's tests with kernel $KIT_QUANT_KERNEL"
+  python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/flashcute-*.whl > "$K/preflight.txt" 2>&1
+  k_sel=$([ "$KIT_QUANT_KERNEL" = 2 ] && echo resident || echo staged)
+  if timeout 150 python3 -m pytest tests/test_gpu_fp8_quantize.py -k "$k_sel" -x -q -p no:cacheprovider \
+      >> "$K/preflight.txt" 2>&1; then
+    export FLASHCUTE_FP8_QUANTIZE_STAGED="$KIT_QUANT_KERNEL"
+  else
+    quant_ok=0
+    export PYTEST_ADDOPTS="-k 'not $k_sel'"
+    say "pre-flight FAILED: the main run without that kernel"
+  fi
+  tail -3 "$K/preflight.txt"
+fi
+
+# 1. The candidate wheel: every test and the sanitizers (gpu_check.sh installs it from .carry/).
 say "tests + sanitizers (candidate)"
 # KIT_NO_SANITIZE=1 / KIT_AB_ROUNDS=2: a shorter call where little device time is left.
 PYTEST_TIMEOUT="${PYTEST_TIMEOUT:-240}" SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-90}" scripts/gpu_check.sh --tests-only \
@@ -46,7 +63,7 @@ timeout 100 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096,1638
   --json "$OUT/fp8_mode.json" > "$K/fp8_mode.txt" 2>&1; tail -12 "$K/fp8_mode.txt"
 # KIT_NCU_QUANT=1: ncu of the quantizer's kernels (0 direct, 2 resident) on the mode's d=128 4k inputs.
 if [ "${KIT_NCU_QUANT:-0}" = 1 ]; then
-  for kq in 0 2; do
+  for kq in 0 $([ "$quant_ok" = 1 ] && echo 2); do
     say "ncu quantizer kernel $kq"
     FLASHCUTE_FP8_QUANTIZE_STAGED=$kq timeout 60 ncu --clock-control none --kernel-name regex:quantize \
       --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
