@@ -109,9 +109,12 @@ struct FwdTraits {
   static constexpr bool kPingPong = kPingPong_;  // off for e4m3 d=128 (fwd_launch.cuh); ablation switch
   static constexpr bool kIntraWGOverlap = kIntraWGOverlap_;  // ablation switch
   // A consumer warpgroup stores tile t's O only once it has issued tile t + 1's first S GEMM
-  // (fwd_kernel.cuh): the epilogue (~1,200 cycles, run 92's trace) then runs while that GEMM is
-  // on the tensor cores instead of before it, when they are idle. Needs O in its own buffer (an
-  // aliased Q or V buffer already holds the next tile's data by then) and the overlapped schedule.
+  // (fwd_kernel.cuh): the epilogue's memory part (smem, two barriers, the TMA store: most of its
+  // ~1,200 cycles, runs 85 and 92) then runs while that GEMM is on the tensor cores instead of
+  // before it, when they are idle; its register part (normalise, LSE, convert: it writes the
+  // accumulator, which must not happen under an in-flight wgmma) stays right after tile t. Needs
+  // O in its own buffer (an aliased Q or V buffer already holds the next tile's data by then)
+  // and the overlapped schedule. 16-bit only (the held-over part has no descale).
   static constexpr bool kDeferEpilogue =
       bool(FLASHCUTE_SM90_DEFER_EPILOGUE) && kOStaging_ == kOSeparate && kIntraWGOverlap_ && !kFp8;
 
