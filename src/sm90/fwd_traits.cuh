@@ -114,7 +114,7 @@ struct FwdTraits {
   // before it, when they are idle; its register part (normalise, LSE, convert: it writes the
   // accumulator, which must not happen under an in-flight wgmma) stays right after tile t. Needs
   // O in its own buffer (an aliased Q or V buffer already holds the next tile's data by then)
-  // and the overlapped schedule. 16-bit only (the held-over part has no descale).
+  // and the overlapped schedule. 16-bit kernels only for now (issue 5's d=128 causal miss).
   static constexpr bool kDeferEpilogue =
       bool(FLASHCUTE_SM90_DEFER_EPILOGUE) && kOStaging_ == kOSeparate && kIntraWGOverlap_ && !kFp8;
 
