@@ -43,9 +43,8 @@
 // with DRAM at 63 %: the L2 traffic, not HBM, bounds it. Its items go round-robin (CTA c takes
 // c, c + grid, ...) and a CTA waits inside an item for the rest of the slot, so it needs every
 // CTA resident at once (a cooperative launch guarantees it, or fails) and a slot of at most
-// `grid` items: then the items a waiting CTA needs sit at earlier positions or at positions of
-// the same round, held by CTAs whose own earlier items are of complete slots (see
-// resident_quantize_kernel). Where either does not hold, the direct kernel runs.
+// `grid` items; then it cannot deadlock (the argument is at resident_quantize_kernel). Where
+// either does not hold, the direct kernel runs.
 //
 // Varlen tensors (row_bounds): slots are packed row ranges of different lengths, so a slot has
 // max(1, ceil(rows / rows_per_item)) items; a one-CTA plan kernel writes their prefix into the
