@@ -18,7 +18,9 @@
 #    benchmarks/trace_boundary.py.
 # 3. The deferred epilogue (FLASHCUTE_SM90_DEFER_EPILOGUE: a tile's O stored once the next
 #    tile's first S GEMM is issued), alone and with Q a tile ahead (FLASHCUTE_SM90_Q_AHEAD), which
-#    it needs so that the consumers do not just wait for Q sooner (RESULTS, session 28).
+#    it needs so that the consumers do not just wait for Q sooner (RESULTS, session 28). In its
+#    trace (trdynqadef) a tile's epilogue event comes after the next tile's first S: read it with
+#    trace_boundary.py (header, Q, first S, last P V), not with trace_report's epilogue segment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${WHEEL:-0}" = 1 ]; then CARRY_DIR=.carry/final scripts/build_carry.sh; fi
