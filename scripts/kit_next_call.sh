@@ -30,12 +30,13 @@ tr=-DFLASHCUTE_SM90_TRACE=1,$c
 ec=-DFLASHCUTE_SM90_EARLY_CLAIM=1
 qa=-DFLASHCUTE_SM90_Q_AHEAD=1
 def=-DFLASHCUTE_SM90_DEFER_EPILOGUE=1
-ABL_DIR=.carry/trace scripts/build_ablation.sh 90 128 trdyn:$tr trdynec:$tr,$ec trdynqadef:$tr,$qa,$def
+ABL_DIR=.carry/trace scripts/build_ablation.sh 90 128 trdyn:$tr trdynec:$tr,$ec trdynqadef:$tr,$qa,$def \
+  trdynecqadef:$tr,$ec,$qa,$def
 ABL_DIR=.carry/trace scripts/build_ablation.sh 90 64 trdyn:$tr
 # And the early claim again (run 94 measured it before the divisors), the deferred epilogue and
 # Q a tile ahead: the library's dynamic path with and without them.
 ABL_DIR=.carry/ab scripts/build_ablation.sh 90 128 dyn:$c dynec:$c,$ec dyndef:$c,$def dynqa:$c,$qa dynqadef:$c,$qa,$def \
-  dynecqadef:$c,$ec,$qa,$def
+  dynecqa:$c,$ec,$qa dynecqadef:$c,$ec,$qa,$def
 ABL_DIR=.carry/ab scripts/build_ablation.sh 90 64 dyn:$c dynec:$c,$ec dyndef:$c,$def
 du -sh .carry/trace .carry/ab
 cat <<'EOF2'
