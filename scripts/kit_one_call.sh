@@ -26,6 +26,9 @@ cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo $(( l > 5 ? l
 # KIT_QUANT_KERNEL=2: the FP8 quantizer's kernel for the whole call (FLASHCUTE_FP8_QUANTIZE_STAGED,
 # read per call by the library): every FP8-mode test, the sanitizers and the benchmarks' default
 # columns then run it (the quantizer's own tests still run each kernel; -direct columns force 0).
+# Set this way it is forced: a call it cannot take (an item over 16 KB, i.e. a large head group,
+# or a slot of more items than resident CTAs) fails with "invalid configuration" instead of
+# falling back to the direct kernel, so such a failure names a limit, not a wrong result.
 # First its own tests alone (pre-flight, one process): a kernel that traps would take the CUDA
 # context, and with it every later test of the main run, down. If they fail, the main run goes
 # without it (its tests deselected) and so does everything after.
