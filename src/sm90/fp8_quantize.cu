@@ -1105,6 +1105,8 @@ int staged_blocks_per_sm() {
 }
 
 // The resident kernel's CTAs per SM (0: it cannot run, also where cooperative launches cannot).
+// Its carveout is set on every launch, as the staged kernel's: the four CTAs' 172 KB of shared
+// memory must fit the carveout the cooperative launch is checked against, or it is refused.
 template <class In, bool kVarlen>
 int resident_blocks_per_sm() {
   static std::atomic<int> cached[kMaxDevices];
@@ -1113,6 +1115,10 @@ int resident_blocks_per_sm() {
   if (dev < 0 || cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop) {
     (void)cudaGetLastError();
     return 0;
+  }
+  if (cudaFuncSetAttribute(resident_quantize_kernel<In, kVarlen>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           int(cudaSharedmemCarveoutMaxShared)) != cudaSuccess) {
+    (void)cudaGetLastError();
   }
   return blocks_per_sm_once(cached, dev, resident_quantize_kernel<In, kVarlen>, 0);
 }
