@@ -101,9 +101,9 @@ tail -60 "$K/ab.txt"
 # 4. The traces (if $TRACE_DIR was carried), racecheck and memcheck of
 #    the harness builds (small cases, 5 CTAs).
 TRACE_DIR="${TRACE_DIR:-.carry/trace}"  # traced harness builds (carry it)
-if [ -d "$TRACE_DIR" ] && [ "$smoke_ok" = 1 ] && fits 40 "traces"; then
+if [ -d "$TRACE_DIR" ] && [ "$smoke_ok" = 1 ] && fits 60 "traces"; then
   say "traces"
-  timeout "$(cap 60)" python3 benchmarks/diag_trace.py --dir "$TRACE_DIR" --seqlens 1024,4096 --out "$K/trace" \
+  timeout "$(cap 90)" python3 benchmarks/diag_trace.py --dir "$TRACE_DIR" --seqlens 1024,4096 --out "$K/trace" \
     > "$K/trace.txt" 2>&1; tail -8 "$K/trace.txt"
 fi
 if fits 50 "racecheck"; then
