@@ -73,6 +73,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cutlass/arch/barrier.h>
@@ -678,20 +679,27 @@ __device__ __forceinline__ void run_item_d(const Args& a, const Tensor& t, const
   }
 }
 
+// f(std::integral_constant<int, D>{}) for the tensor's head dim D (validated by the API: one of
+// these), so that per-element work sees D as a constant.
+template <class F>
+__device__ __forceinline__ void with_head_dim(int head_dim, F&& f) {
+  switch (head_dim) {
+    case 64: f(std::integral_constant<int, 64>{}); break;
+    case 96: f(std::integral_constant<int, 96>{}); break;
+    case 128: f(std::integral_constant<int, 128>{}); break;
+    case 192: f(std::integral_constant<int, 192>{}); break;
+    case 256: f(std::integral_constant<int, 256>{}); break;
+    default: break;
+  }
+}
+
 // stage: the item's x in shared memory (staged kernel), or nullptr (direct kernel).
 template <class In, class G>
 __device__ void run_item(const Args& a, bool cast, int j, bool wait, Shared<G>& sm, const uint16_t* stage) {
   const Item it = decode_item<G>(a, j);
   if (it.chunk < 0) return;  // a varlen tensor's spare item (uniform over the CTA)
   const Tensor& t = a.t[it.tensor];
-  switch (t.head_dim) {  // validated by the API: one of these
-    case 64: run_item_d<64, In>(a, t, it, cast, wait, sm, stage); break;
-    case 96: run_item_d<96, In>(a, t, it, cast, wait, sm, stage); break;
-    case 128: run_item_d<128, In>(a, t, it, cast, wait, sm, stage); break;
-    case 192: run_item_d<192, In>(a, t, it, cast, wait, sm, stage); break;
-    case 256: run_item_d<256, In>(a, t, it, cast, wait, sm, stage); break;
-    default: break;
-  }
+  with_head_dim(t.head_dim, [&](auto d) { run_item_d<decltype(d)::value, In>(a, t, it, cast, wait, sm, stage); });
 }
 
 // Sign masks of the rotation for every (tensor, lane of a row, pair of elements): bit 15 and/or
@@ -900,14 +908,7 @@ template <class G>
 __device__ __forceinline__ void load_item_async(const Args& a, int j, uint8_t* dst) {
   const ItemLoad ld = item_load<G>(a, Mode::kCastOnly, j);
   const Tensor& t = *ld.t;
-  switch (t.head_dim) {  // validated by the API: one of these
-    case 64: load_segments_async<64>(t, ld, dst); break;
-    case 96: load_segments_async<96>(t, ld, dst); break;
-    case 128: load_segments_async<128>(t, ld, dst); break;
-    case 192: load_segments_async<192>(t, ld, dst); break;
-    case 256: load_segments_async<256>(t, ld, dst); break;
-    default: break;
-  }
+  with_head_dim(t.head_dim, [&](auto d) { load_segments_async<decltype(d)::value>(t, ld, dst); });
 }
 
 // Why it cannot deadlock (every CTA resident: a cooperative launch; each slot S at most grid
