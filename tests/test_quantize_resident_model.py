@@ -20,21 +20,27 @@ import pytest
 def run(seed, slot_items, grid, resident=None):
     """One random interleaving; returns (cast order, None) or (partial order, deadlock text).
     resident: CTAs that can run at once (default: all); the others start, in index order, only
-    when a running one has finished."""
+    when a running one has finished. A deadlock is exact: every running CTA waits for a slot
+    that is not complete, so no step can change anything."""
     rng = random.Random(seed)
     slot_of = [s for s, m in enumerate(slot_items) for _ in range(m)]
     n = len(slot_of)
     counted = [0] * len(slot_items)
     cast = []
+    waiting_on = {}  # CTA -> the slot it waits for (absent: it can step)
+
+    def complete(slot):
+        return counted[slot] == slot_items[slot]
 
     def cta(c):
         j = c
         while j < n:
-            yield "load"                      # item j's copies land (any time after issue)
+            yield                             # item j's copies land (any time after issue)
             counted[slot_of[j]] += 1          # amax published
-            while counted[slot_of[j]] < slot_items[slot_of[j]]:
-                yield "wait"
-            assert counted[slot_of[j]] == slot_items[slot_of[j]]  # every amax of the slot is in
+            waiting_on[c] = slot_of[j]
+            yield                             # resumed only once the slot is complete
+            del waiting_on[c]
+            assert complete(slot_of[j])       # every amax of the slot is in
             cast.append(j)
             j += grid
 
@@ -44,10 +50,11 @@ def run(seed, slot_items, grid, resident=None):
     while pending and len(running) < resident:
         c = pending.pop(0)
         running[c] = cta(c)
-    stuck_rounds = 0
     while running:
-        c = rng.choice(sorted(running))
-        before = (len(cast), sum(counted))
+        ready = [c for c in sorted(running) if c not in waiting_on or complete(waiting_on[c])]
+        if not ready:
+            return cast, f"deadlock: CTAs {sorted(running)} wait, {len(pending)} not started"
+        c = rng.choice(ready)
         try:
             next(running[c])
         except StopIteration:
@@ -55,21 +62,7 @@ def run(seed, slot_items, grid, resident=None):
             if pending:
                 nc = pending.pop(0)
                 running[nc] = cta(nc)
-        progressed = (len(cast), sum(counted)) != before or c not in running
-        stuck_rounds = 0 if progressed else stuck_rounds + 1
-        if stuck_rounds > 50 * (len(running) + 1):
-            # no step of any running CTA changes anything: every one waits
-            if all(_waits(counted, slot_items, slot_of, cast, cc, grid) for cc in running):
-                return cast, f"deadlock: CTAs {sorted(running)} wait, {len(pending)} not started"
-            stuck_rounds = 0
     return cast, None
-
-
-def _waits(counted, slot_items, slot_of, cast, c, grid):
-    """Whether CTA c (running) can only wait: its current item's slot is incomplete."""
-    done = sum(1 for j in cast if j % grid == c)
-    j = c + done * grid
-    return j < len(slot_of) and counted[slot_of[j]] < slot_items[slot_of[j]]
 
 
 SHAPES = [  # (items per slot, grid)
