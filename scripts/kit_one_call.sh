@@ -52,10 +52,16 @@ if [ -n "${KIT_QUANT_KERNEL:-}" ]; then
 fi
 
 # 1. The candidate wheel: every test and the sanitizers (gpu_check.sh installs it from .carry/).
-say "tests + sanitizers (candidate)"
 # KIT_NO_SANITIZE=1 / KIT_AB_ROUNDS=2: a shorter call where little device time is left.
-PYTEST_TIMEOUT="${PYTEST_TIMEOUT:-240}" SANITIZE_TIMEOUT="${SANITIZE_TIMEOUT:-90}" scripts/gpu_check.sh --tests-only \
-  ${KIT_NO_SANITIZE:+--no-sanitize}
+# KIT_TESTS_LAST=1: after the benchmarks and the A/B instead (a short call then returns the
+# measurements that decide first; the tests get what is left, at most their usual timeouts).
+run_tests() {
+  say "tests + sanitizers (candidate)"
+  PYTEST_TIMEOUT="$(cap "${PYTEST_TIMEOUT:-240}")" SANITIZE_TIMEOUT="$(cap "${SANITIZE_TIMEOUT:-90}")" \
+    scripts/gpu_check.sh --tests-only ${KIT_NO_SANITIZE:+--no-sanitize}
+}
+python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/flashcute-*.whl >> "$K/preflight.txt" 2>&1
+[ "${KIT_TESTS_LAST:-0}" = 1 ] || run_tests
 
 # 2. The FP8 mode end to end with each quantizer kernel (issue 6's mode bar), and the bf16 bars of
 #    issue 5 with the candidate library, three rounds per case (steady state).
@@ -100,6 +106,7 @@ fi
   --rounds "${KIT_AB_ROUNDS:-3}" \
   --rep 100 --json "$OUT/ab.json" > "$K/ab.txt" 2>&1
 tail -60 "$K/ab.txt"
+if [ "${KIT_TESTS_LAST:-0}" = 1 ] && fits 60 "tests"; then run_tests; fi
 
 # 4. The traces (if $TRACE_DIR was carried), racecheck and memcheck of
 #    the harness builds (small cases, 5 CTAs).
