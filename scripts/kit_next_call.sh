@@ -38,10 +38,17 @@ ABL_DIR=.carry/trace scripts/build_ablation.sh 90 64 trdyn:$tr
 ABL_DIR=.carry/ab scripts/build_ablation.sh 90 128 dyn:$c dynec:$c,$ec dyndef:$c,$def dynqa:$c,$qa dynqadef:$c,$qa,$def \
   dynecqa:$c,$ec,$qa dynecqadef:$c,$ec,$qa,$def
 ABL_DIR=.carry/ab scripts/build_ablation.sh 90 64 dyn:$c dynec:$c,$ec dyndef:$c,$def
-du -sh .carry/trace .carry/ab
+# The deciding d=128 variants alone, for a short call (below).
+rm -rf .carry/abs && mkdir -p .carry/abs
+for v in dyn dyndef dynqadef dynecqa dynecqadef; do cp .carry/ab/sm90_hd128_$v.so .carry/abs/; done
+du -sh .carry/trace .carry/ab .carry/abs
 cat <<'EOF2'
 Device call (~9 min; carry [".carry/final", ".carry/ab", ".carry/trace"]), command:
   FLASHCUTE_TEST_BACKENDS=sm90 KIT_BUDGET=560 KIT_QUANT_KERNEL=2 KIT_NCU_QUANT=1 KIT_AB_SEQLENS=1024,4096 \
     CAND=.carry/final ABL=.carry/ab TRACE_DIR=.carry/trace scripts/kit_one_call.sh 2>&1 | tail -150
+or, with ~400 s of device time left (the deciding measurements first, the tests with the rest;
+carry [".carry/final", ".carry/abs"]):
+  FLASHCUTE_TEST_BACKENDS=sm90 KIT_BUDGET=300 KIT_TESTS_LAST=1 KIT_NO_BF16=1 KIT_AB_ROUNDS=2 KIT_QUANT_KERNEL=2 \
+    KIT_AB_SEQLENS=1024,4096 CAND=.carry/final ABL=.carry/abs TRACE_DIR=.carry/none scripts/kit_one_call.sh 2>&1 | tail -150
 then here: python3 benchmarks/trace_boundary.py <kit>/trace.npz sm90_d128_trdyn_s4096_causal ...
 EOF2
