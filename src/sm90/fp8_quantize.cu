@@ -1070,11 +1070,14 @@ int current_device() {
 
 // A kernel's resident CTAs per SM on device dev: asked once per device (an error counts as 0: the
 // kernel cannot run), then read from cache (blocks + 1 per device; 0: not asked yet).
-template <class Kernel>
+// kNeedsCooperative: 0 as well where the device cannot launch cooperatively (asked once too).
+template <bool kNeedsCooperative = false, class Kernel>
 int blocks_per_sm_once(std::atomic<int> (&cache)[kMaxDevices], int dev, Kernel kernel, size_t smem) {
   int n = cache[dev].load(std::memory_order_relaxed) - 1;
   if (n < 0) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem) != cudaSuccess) {
+    int coop = 1;
+    if ((kNeedsCooperative && (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop)) ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem) != cudaSuccess) {
       (void)cudaGetLastError();
       n = 0;
     }
@@ -1112,16 +1115,12 @@ template <class In, bool kVarlen>
 int resident_blocks_per_sm() {
   static std::atomic<int> cached[kMaxDevices];
   const int dev = current_device();
-  int coop = 0;
-  if (dev < 0 || cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop) {
-    (void)cudaGetLastError();
-    return 0;
-  }
+  if (dev < 0) return 0;
   if (cudaFuncSetAttribute(resident_quantize_kernel<In, kVarlen>, cudaFuncAttributePreferredSharedMemoryCarveout,
                            int(cudaSharedmemCarveoutMaxShared)) != cudaSuccess) {
     (void)cudaGetLastError();
   }
-  return blocks_per_sm_once(cached, dev, resident_quantize_kernel<In, kVarlen>, 0);
+  return blocks_per_sm_once</*kNeedsCooperative=*/true>(cached, dev, resident_quantize_kernel<In, kVarlen>, 0);
 }
 
 // Points the counters, the varlen tensors' item prefixes and the lag into the workspace and
