@@ -35,10 +35,11 @@ cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo $(( l > 5 ? l
 CAND="${CAND:-.carry/final}"  # the candidate wheel folder (carry it)
 ABL="${ABL:-.carry/ablation}"  # the harness variants (scripts/build_ablation.sh; carry it)
 cp "$CAND"/*.whl "$CAND"/ptxas.txt .carry/
+# Installed up front, whatever the order below (gpu_check.sh installs it again, a few seconds).
+python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/flashcute-*.whl > "$K/preflight.txt" 2>&1
 quant_ok=1
 if [ -n "${KIT_QUANT_KERNEL:-}" ]; then
   say "pre-flight: the quantizer's tests with kernel $KIT_QUANT_KERNEL"
-  python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/flashcute-*.whl > "$K/preflight.txt" 2>&1
   k_sel=$([ "$KIT_QUANT_KERNEL" = 2 ] && echo resident || echo staged)
   if timeout 150 python3 -m pytest tests/test_gpu_fp8_quantize.py -k "$k_sel" -x -q -p no:cacheprovider \
       >> "$K/preflight.txt" 2>&1; then
@@ -60,7 +61,6 @@ run_tests() {
   PYTEST_TIMEOUT="$(cap "${PYTEST_TIMEOUT:-240}")" SANITIZE_TIMEOUT="$(cap "${SANITIZE_TIMEOUT:-90}")" \
     scripts/gpu_check.sh --tests-only ${KIT_NO_SANITIZE:+--no-sanitize}
 }
-python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/flashcute-*.whl >> "$K/preflight.txt" 2>&1
 [ "${KIT_TESTS_LAST:-0}" = 1 ] || run_tests
 
 # 2. The FP8 mode end to end with each quantizer kernel (issue 6's mode bar), and the bf16 bars of
