@@ -13,12 +13,6 @@ Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_atte
   fp8-mode-norot  the same with FP8Config(rotate=False)
   fp8-mode-vtrans the same with FP8Config(v_colmajor=False): V transposed inside the kernel
                 rather than handed over as V^T (the default where it applies: d 128/256, bf16)
-  quant-vt-staged, fp8-mode-staged  quant-vt and fp8-mode with the quantizer's staged kernel
-                (FLASHCUTE_FP8_QUANTIZE_STAGED=1, bulk copies; set for those columns only: an A/B
-                in one run)
-  quant-vt-resident, fp8-mode-resident  the same with the resident kernel (=2: x read once,
-                held in shared memory until its slot's amax is known; the default where it runs)
-  quant-vt-direct, fp8-mode-direct  the same with the direct kernel (=0)
   quant-varlen-cuda, quant-varlen-torch  quantize_qkv of the same q, k, v as packed varlen rows
                 (cu_seqlens, every sequence seqlen long) on the CUDA kernel's varlen path / on torch ops
                 (what impl="auto" takes for varlen until the CUDA path has run on a GPU)
@@ -49,15 +43,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention import environment, make_timer, tflops  # noqa: E402  (same folder)
 
-COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-vt-staged", "quant-vt-resident", "quant-vt-direct",
-           "quant-torch",
-           "quant-varlen-cuda", "quant-varlen-torch", "fp8-kernel", "fp8-mode", "fp8-mode-staged",
-           "fp8-mode-resident", "fp8-mode-direct", "fp8-mode-norot",
-           "fp8-mode-vtrans", "bf16", "cudnn")
-#: column suffix -> the quantizer kernel it is timed with (src/sm90/fp8_quantize.cu); the rest: the default
-STAGED_ENV = "FLASHCUTE_FP8_QUANTIZE_STAGED"
-STAGED_SUFFIX = {"-staged": "1", "-resident": "2", "-direct": "0"}
-MODE_COLUMNS = ("fp8-mode", "fp8-mode-staged", "fp8-mode-resident", "fp8-mode-direct")
+COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-torch", "quant-varlen-cuda", "quant-varlen-torch",
+           "fp8-kernel", "fp8-mode", "fp8-mode-norot", "fp8-mode-vtrans", "bf16", "cudnn")
 
 
 def _ints(text):
@@ -149,15 +136,6 @@ def runners(case, torch, flashcute):
     }
 
 
-def split_column(col):
-    """A column -> (the runner it times, FLASHCUTE_FP8_QUANTIZE_STAGED for it or None): a
-    -staged column times its base column's call under that quantizer kernel."""
-    for suffix, value in STAGED_SUFFIX.items():
-        if col.endswith(suffix):
-            return col[:-len(suffix)], value
-    return col, None
-
-
 def quant_bytes(case):
     """The least HBM traffic of quantizing q, k, v: each read once (bf16) and written once (e4m3)."""
     n_q = case["batch"] * case["seqlen"] * case["heads"] * case["hdim"]
@@ -166,16 +144,15 @@ def quant_bytes(case):
 
 
 def table(results, cols):
-    head = ["hdim", "causal", "seqlen"] + [f"{c} ms" for c in cols] + [f"{m}÷bf16" for m in MODE_COLUMNS] + [
-        "quant-cuda GB/s", "quant-cuda ÷ fp8-kernel"]
+    head = ["hdim", "causal", "seqlen"] + [f"{c} ms" for c in cols] + ["fp8-mode÷bf16", "quant-cuda GB/s",
+                                                                        "quant-cuda ÷ fp8-kernel"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         ms = r["ms"]
         row = [str(r["hdim"]), "yes" if r["causal"] else "no", str(r["seqlen"])]
         row += ["n/a" if ms.get(c) is None else f"{ms[c]:.3f}" for c in cols]
-        for mode in MODE_COLUMNS:
-            sp = (ms["bf16"] / ms[mode]) if ms.get("bf16") and ms.get(mode) else None
-            row.append("n/a" if sp is None else f"{sp:.2f}x")
+        sp = (ms["bf16"] / ms["fp8-mode"]) if ms.get("bf16") and ms.get("fp8-mode") else None
+        row.append("n/a" if sp is None else f"{sp:.2f}x")
         gbs = quant_bytes(r) / (ms["quant-cuda"] * 1e-3) / 1e9 if ms.get("quant-cuda") else None
         row.append("n/a" if gbs is None else f"{gbs:.0f}")
         share = ms["quant-cuda"] / ms["fp8-kernel"] if ms.get("quant-cuda") and ms.get("fp8-kernel") else None
@@ -205,30 +182,20 @@ def main(argv=None):
         rec = dict(case, ms={}, tflops={}, errors={})
         fns = runners(case, torch, flashcute)
         for col in a.columns:
-            base, staged = split_column(col)
-            fn = fns.get(base)
+            fn = fns.get(col)
             if fn is None:  # not applicable to this case
                 rec["ms"][col] = None
                 continue
-            saved = os.environ.get(STAGED_ENV)
             try:
-                if staged:  # read by the library on every call
-                    os.environ[STAGED_ENV] = staged
                 fn()
                 torch.cuda.synchronize()
                 ms = bench(fn)
                 rec["ms"][col] = ms
-                if col in ("fp8-kernel", "fp8-mode-norot", "fp8-mode-vtrans", "bf16", "cudnn") + MODE_COLUMNS:
+                if col in ("fp8-kernel", "fp8-mode", "fp8-mode-norot", "fp8-mode-vtrans", "bf16", "cudnn"):
                     rec["tflops"][col] = tflops(case["flops"], ms)
             except Exception as e:  # noqa: BLE001  one column failing must not stop the sweep
                 rec["errors"][col] = f"{type(e).__name__}: {e}"[:300]
                 rec["ms"][col] = None
-            finally:
-                if staged:
-                    if saved is None:
-                        os.environ.pop(STAGED_ENV, None)
-                    else:
-                        os.environ[STAGED_ENV] = saved
         print(f"hdim={case['hdim']} causal={case['causal']} seqlen={case['seqlen']}: "
               + " ".join(f"{c}={rec['ms'][c]:.3f}ms" if rec["ms"].get(c) else f"{c}=n/a" for c in a.columns),
               flush=True)

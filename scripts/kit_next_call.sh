@@ -5,18 +5,13 @@
 #   scripts/kit_next_call.sh            # harness variants and traces only
 #   WHEEL=1 scripts/kit_next_call.sh    # and the library's wheel into .carry/final (needed)
 # The next device call (benchmarks/RESULTS.md, session 28) measures two things at once:
-# 1. The FP8 quantizer's resident kernel (FLASHCUTE_FP8_QUANTIZE_STAGED=2, not yet the default;
-#    never run on a GPU): KIT_QUANT_KERNEL=2 runs every FP8-mode test, the sanitizers and the
-#    FP8-mode benchmark through it, the quantizer's tests run all three kernels bitwise against
-#    each other, and KIT_NCU_QUANT=1 profiles it next to the direct kernel. If it passes and
-#    meets its prediction, make it the default (FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT 2).
-# 2. Issue 5's tile boundary (RESULTS, "Where the tile boundary stands after runs 96-102"): trace
+# 1. Issue 5's tile boundary (RESULTS, "Where the tile boundary stands after runs 96-102"): trace
 #    the library's own configuration, bf16 d=128 and d=64 with the dynamic hand-out
 #    (ABL_TILE_COUNTER=2) and the multiply-shift divisors, to see whether the next tile's Q (read
 #    from HBM, issued only after the claim and the coordinates) is now what the consumers wait
 #    for; and A/B the early claim (FLASHCUTE_SM90_EARLY_CLAIM) under it. Read the raw traces with
 #    benchmarks/trace_boundary.py.
-# 3. The deferred epilogue (FLASHCUTE_SM90_DEFER_EPILOGUE: a tile's O stored once the next
+# 2. The deferred epilogue (FLASHCUTE_SM90_DEFER_EPILOGUE: a tile's O stored once the next
 #    tile's first S GEMM is issued), alone and with Q a tile ahead (FLASHCUTE_SM90_Q_AHEAD), which
 #    it needs so that the consumers do not just wait for Q sooner (RESULTS, session 28). In its
 #    trace (trdynqadef) a tile's epilogue event comes after the next tile's first S: read it with
@@ -44,11 +39,11 @@ for v in dyn dyndef dynqadef dynecqa dynecqadef; do cp .carry/ab/sm90_hd128_$v.s
 du -sh .carry/trace .carry/ab .carry/abs
 cat <<'EOF2'
 Device call (~9 min; carry [".carry/final", ".carry/ab", ".carry/trace"]), command:
-  FLASHCUTE_TEST_BACKENDS=sm90 KIT_BUDGET=560 KIT_QUANT_KERNEL=2 KIT_NCU_QUANT=1 KIT_AB_SEQLENS=1024,4096 \
+  FLASHCUTE_TEST_BACKENDS=sm90 KIT_BUDGET=560 KIT_AB_SEQLENS=1024,4096 \
     CAND=.carry/final ABL=.carry/ab TRACE_DIR=.carry/trace scripts/kit_one_call.sh 2>&1 | tail -150
 or, with ~400 s of device time left (the deciding measurements first, the tests with the rest;
 carry [".carry/final", ".carry/abs"]):
-  FLASHCUTE_TEST_BACKENDS=sm90 KIT_BUDGET=300 KIT_TESTS_LAST=1 KIT_NO_BF16=1 KIT_AB_ROUNDS=2 KIT_QUANT_KERNEL=2 \
+  FLASHCUTE_TEST_BACKENDS=sm90 KIT_BUDGET=300 KIT_TESTS_LAST=1 KIT_NO_BF16=1 KIT_AB_ROUNDS=2 \
     KIT_AB_SEQLENS=1024,4096 CAND=.carry/final ABL=.carry/abs TRACE_DIR=.carry/none scripts/kit_one_call.sh 2>&1 | tail -150
 then here: python3 benchmarks/trace_boundary.py <kit>/trace.npz sm90_d128_trdyn_s4096_causal ...
 EOF2

@@ -23,34 +23,11 @@ fits() {  # fits NEED_S NAME: true if NEED_S seconds are left, else says it skip
 }
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo $(( l > 5 ? l - 5 : 1 )); }
 
-# KIT_QUANT_KERNEL=2: the FP8 quantizer's kernel for the whole call (FLASHCUTE_FP8_QUANTIZE_STAGED,
-# read per call by the library): every FP8-mode test, the sanitizers and the benchmarks' default
-# columns then run it (the quantizer's own tests still run each kernel; -direct columns force 0).
-# Set this way it is forced: a call it cannot take (an item over 16 KB, i.e. a large head group,
-# or a slot of more items than resident CTAs) fails with "invalid configuration" instead of
-# falling back to the direct kernel, so such a failure names a limit, not a wrong result.
-# First its own tests alone (pre-flight, one process): a kernel that traps would take the CUDA
-# context, and with it every later test of the main run, down. If they fail, the main run goes
-# without it (its tests deselected) and so does everything after.
 CAND="${CAND:-.carry/final}"  # the candidate wheel folder (carry it)
 ABL="${ABL:-.carry/ablation}"  # the harness variants (scripts/build_ablation.sh; carry it)
 cp "$CAND"/*.whl "$CAND"/ptxas.txt .carry/
 # Installed up front, whatever the order below (gpu_check.sh installs it again, a few seconds).
-python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/flashcute-*.whl > "$K/preflight.txt" 2>&1
-quant_ok=1
-if [ -n "${KIT_QUANT_KERNEL:-}" ]; then
-  say "pre-flight: the quantizer's tests with kernel $KIT_QUANT_KERNEL"
-  k_sel=$([ "$KIT_QUANT_KERNEL" = 2 ] && echo resident || echo staged)
-  if timeout 150 python3 -m pytest tests/test_gpu_fp8_quantize.py -k "$k_sel" -x -q -p no:cacheprovider \
-      >> "$K/preflight.txt" 2>&1; then
-    export FLASHCUTE_FP8_QUANTIZE_STAGED="$KIT_QUANT_KERNEL"
-  else
-    quant_ok=0
-    export PYTEST_ADDOPTS="-k 'not $k_sel'"
-    say "pre-flight FAILED: the main run without that kernel"
-  fi
-  tail -3 "$K/preflight.txt"
-fi
+python3 -m pip install -q --no-deps --no-index --force-reinstall .carry/flashcute-*.whl > "$K/install.txt" 2>&1
 
 # 1. The candidate wheel: every test and the sanitizers (gpu_check.sh installs it from .carry/).
 # KIT_NO_SANITIZE=1 / KIT_AB_ROUNDS=2: a shorter call where little device time is left.
@@ -63,23 +40,21 @@ run_tests() {
 }
 [ "${KIT_TESTS_LAST:-0}" = 1 ] || run_tests
 
-# 2. The FP8 mode end to end with each quantizer kernel (issue 6's mode bar), and the bf16 bars of
-#    issue 5 with the candidate library, three rounds per case (steady state).
+# 2. The FP8 mode end to end (issue 6's mode bar), and the bf16 bars of issue 5 with the
+#    candidate library, three rounds per case (steady state).
 say "FP8 mode"
-# KIT_FP8_COLUMNS: bench_fp8_mode.py's columns (the quantizer kernels side by side: -direct, -resident).
+# KIT_FP8_COLUMNS: bench_fp8_mode.py's columns.
 timeout 100 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096,16384 --causal both \
-  --columns "${KIT_FP8_COLUMNS:-quant-vt,quant-vt-direct,fp8-kernel,fp8-mode,fp8-mode-direct,bf16,cudnn}" \
+  --columns "${KIT_FP8_COLUMNS:-quant-vt,fp8-kernel,fp8-mode,bf16,cudnn}" \
   --json "$OUT/fp8_mode.json" > "$K/fp8_mode.txt" 2>&1; tail -12 "$K/fp8_mode.txt"
-# KIT_NCU_QUANT=1: ncu of the quantizer's kernels (0 direct, 2 resident) on the mode's d=128 4k inputs.
+# KIT_NCU_QUANT=1: ncu of the quantizer's kernel on the mode's d=128 4k inputs.
 if [ "${KIT_NCU_QUANT:-0}" = 1 ]; then
-  for kq in 0 $([ "$quant_ok" = 1 ] && echo 2); do
-    say "ncu quantizer kernel $kq"
-    FLASHCUTE_FP8_QUANTIZE_STAGED=$kq timeout 60 ncu --clock-control none --kernel-name regex:quantize \
-      --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
-      --section WarpStateStats --section Occupancy --section SchedulerStats \
-      python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096 >> "$K/ncu_quant.txt" 2>&1
-    grep -E "quantize_kernel|Duration|DRAM Throughput|L2 Cache Throughput" "$K/ncu_quant.txt" | tail -4
-  done
+  say "ncu quantizer"
+  timeout 60 ncu --clock-control none --kernel-name regex:quantize \
+    --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section Occupancy --section SchedulerStats \
+    python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096 > "$K/ncu_quant.txt" 2>&1
+  grep -E "quantize_kernel|Duration|DRAM Throughput|L2 Cache Throughput" "$K/ncu_quant.txt" | tail -4
 fi
 # KIT_NO_BF16=1: skip it (a short call whose A/B carries its own cuDNN column).
 if [ "${KIT_NO_BF16:-0}" != 1 ]; then

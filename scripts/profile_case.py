@@ -5,9 +5,8 @@ times, for a profiler to look at (scripts/gpu_check.sh runs it under ncu when NC
 --ablation LIB.so runs a kernel variant of scripts/build_ablation.sh instead of the installed package
 (no wheel needed: benchmarks/bench_ablation.py's loader).
 --quantize runs the FP8 mode's quantization of the same bf16 q, k, v instead (flashcute.fp8.quantize_qkv:
-q and k rotated, v written as V^T where the mode does), one launch per run; FLASHCUTE_FP8_QUANTIZE_STAGED
-picks the quantizer's kernel:
-    FLASHCUTE_FP8_QUANTIZE_STAGED=1 ncu --kernel-name regex:quantize --launch-skip 2 --launch-count 1 \
+q and k rotated, v written as V^T where the mode does), one launch per run:
+    ncu --kernel-name regex:quantize --launch-skip 2 --launch-count 1 \\
         python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096
 """
 import argparse

@@ -1,6 +1,6 @@
-"""Pieces shared by the CPU models of the kernels' synchronisation (tests/test_protocol_model.py,
-tests/test_quantize_schedule_model.py): an mbarrier as the hardware keeps it, and the exception a
-model raises when it sees a safety violation."""
+"""Pieces of the CPU models of the kernels' synchronisation: an mbarrier as the hardware keeps it
+(tests/test_protocol_model.py), and the exception a model raises when it sees a safety violation
+(that model's and tests/test_quantize_schedule_model.py's)."""
 
 
 class MBarrier:

@@ -8,11 +8,7 @@ Rules:
     one e4m3 step apart;
   - outputs poisoned first (x8 bytes 0x7f = e4m3 NaN, descale NaN), so an unwritten element fails;
   - every schedule of the kernel (FLASHCUTE_FP8_QUANTIZE_LAG: automatic, smallest lag, all amax
-    items first, two launches) gives the same bytes;
-  - every test runs with each kernel (FLASHCUTE_FP8_QUANTIZE_STAGED: the direct kernel, the
-    staged one, which copies x through shared memory with bulk copies, and the resident one,
-    which reads x once into shared memory and holds it until the slot's amax is known), and the
-    kernels agree bitwise.
+    items first, two launches) gives the same bytes.
 Random inputs with outliers (never zeros), odd sizes, GQA, strided views, fp16 and bf16.
 """
 import math
@@ -31,8 +27,6 @@ ALL_D = [64, 96, 128, 192, 256]
 #: FLASHCUTE_FP8_QUANTIZE_LAG values: automatic, smallest safe lag (most waiting), every amax item
 #: before every cast item (one launch), and two launches (no waiting).
 SCHEDULES = [None, "0", "1000000000", "-1"]
-#: FLASHCUTE_FP8_QUANTIZE_STAGED values: the direct kernel, the staged kernel, the resident kernel.
-KERNELS = {"direct": "0", "staged": "1", "resident": "2"}
 
 
 def require_cuda_quantize(dtype=BF, d=128, rotate=False):
@@ -40,13 +34,6 @@ def require_cuda_quantize(dtype=BF, d=128, rotate=False):
                                     d, rotate)
     if not s:
         pytest.skip(f"no CUDA quantization here: {s.reason}")
-
-
-@pytest.fixture(autouse=True, params=list(KERNELS))
-def quantize_kernel(request, monkeypatch):
-    """Every test of this file runs once per kernel."""
-    monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_STAGED", KERNELS[request.param])
-    return request.param
 
 
 @pytest.fixture
@@ -232,52 +219,13 @@ def test_cuda_quantize_cuda_graph():
     check_against_torch(x, 2, True, x8, ds, "graph replay", seed=0)
 
 
-
-@pytest.mark.parametrize("lag", [None, "-1"])
-def test_staged_kernel_equals_direct(lag, quantize_kernel, schedule, monkeypatch):
-    """The staged kernel's bytes and descales equal the direct kernel's (the same arithmetic in
-    the same order; only where x is read from and the item size differ): rotated q and k, plain
-    v, GQA, head dims 64 / 96 / 128 / 256 in one launch, a tail item, V^T at 128 and 256."""
-    if quantize_kernel == "direct":
-        pytest.skip("compares a staged kernel with the direct one")
-    from flashcute import ops
-    require_cuda_quantize(BF, 128, True)
-    schedule(lag)
-    jobs = [(make_input((2, 777, 8, 128), BF, seed=41), True), (make_input((2, 777, 2, 128), BF, seed=42), True),
-            (make_input((2, 777, 2, 64), BF, seed=43), False), (make_input((3, 95, 4, 96), BF, seed=44), False)]
-    big = make_input((1, 3000, 4, 256), BF, seed=45)
-    vts = [make_input((2, 1000, 3, d), BF, seed=46 + d) for d in (128, 256)]
-
-    def run():
-        got = quantize_cuda(jobs[:3], 2) + quantize_cuda(jobs[3:], 4) + quantize_cuda([(big, True)], 1)
-        for v in vts:
-            outs = [(torch.full(ops.vt_shape(v), 0x7F, dtype=torch.uint8, device="cuda").view(E4M3),
-                     torch.full((2, 3), math.nan, device="cuda"))]
-            got += F._quantize_cuda([(v, False)], 3, 0, outs=outs, vt_last=True)
-        return got
-
-    monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_STAGED", "0")
-    want = run()
-    monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_STAGED", KERNELS[quantize_kernel])
-    got = run()
-    for i, ((a8, ad), (b8, bd)) in enumerate(zip(got, want)):
-        assert not torch.any((a8.view(torch.uint8) & 0x7F) == 0x7F), f"output {i}: NaN byte (not written?)"
-        assert torch.equal(a8.view(torch.uint8), b8.view(torch.uint8)), f"output {i}: e4m3 bytes differ"
-        assert torch.equal(ad.view(torch.int32), bd.view(torch.int32)), f"output {i}: descales differ"
-
-
-def test_large_head_group_outgrows_a_stage(quantize_kernel, monkeypatch):
-    """A staged item is at least one row of all of its slot's heads: 40 q heads per k/v head at
-    d=256 (40 x 512 bytes) outgrow its 16 KB stage. Forced on, the staged kernel refuses (a CUDA
-    error, not a write past its ring); left to choose (the variable unset), the direct kernel
-    runs and the bytes are the torch path's."""
+def test_cuda_quantize_large_head_group():
+    """An item is whole rows of all of its slot's heads, at least one: with 40 q heads per k/v
+    head at d=256 a row is 320 units of 32 elements (20 KB of x), so every item is one row, short
+    of the 512 units an item aims at and not a multiple of the CTA's 256 threads. The bytes are
+    the torch path's."""
     require_cuda_quantize(BF, 256, False)
     x = make_input((2, 70, 40, 256), BF, seed=61)
-    if quantize_kernel != "direct":
-        with pytest.raises(RuntimeError, match="CUDA error"):
-            quantize_cuda([(x, False)], 1)
-        torch.cuda.synchronize()
-        monkeypatch.delenv("FLASHCUTE_FP8_QUANTIZE_STAGED")
     (x8, ds), = quantize_cuda([(x, False)], 1)
     check_against_torch(x, 1, False, x8, ds, "group 40 at d=256")
 
@@ -335,7 +283,7 @@ def test_cuda_quantize_varlen_matches_torch(d, rotate, lag, schedule):
             assert diff.max().item() <= 1 and (diff > 0).float().mean().item() < 1e-3, what
 
 
-def test_decreasing_row_bounds_neither_hang_nor_write(quantize_kernel):
+def test_decreasing_row_bounds_neither_hang_nor_write():
     """C ABI row_bounds that decrease somewhere (invalid; Python's _row_bounds never makes them)
     would give the schedule more items than the host sized it for, and a cast item would wait for
     amax items never handed out. plan_kernel catches it: the tensor's items do nothing, so its

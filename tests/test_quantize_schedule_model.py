@@ -1,23 +1,19 @@
-"""A model of the FP8 quantizer's fused schedule (src/sm90/fp8_quantize.cu), run under random
-interleavings: CTAs claiming positions from the shared counter, the A (amax) and B (cast) items
-those positions map to (item_at, ported below), B items waiting until every A item of their slot
-is counted, and, for the staged kernel, the ring of shared-memory stages filled kStages - 1 items
-ahead by warp 0's bulk copies completing on one mbarrier per stage.
+"""A model of the FP8 quantizer's fused schedule (src/sm90/fp8_quantize.cu, quantize_kernel), run
+under random interleavings: CTAs claiming positions from the shared counter, each one position
+ahead of the item it computes, the A (amax) and B (cast) items those positions map to (item_at,
+ported below), and B items waiting until every A item of their slot is counted.
 
 It checks the design, not the CUDA code:
   - no deadlock, also when fewer CTAs are resident than launched (a CTA starts only when a
     resident one has finished), which is what the kernel's comment claims not to need;
-  - a stage is read only after its copies landed (the mbarrier's parity wait) and holds the item
-    the CTA is about to compute; no copy is still in flight into the stage being read;
   - every position is computed once, and every B item after all A items of its slot.
-mbarriers keep a phase counter and answer parity waits only, as the hardware's do. Known-wrong
-variants (`mutation`) show that the model catches each kind of mistake.
+A known-wrong variant (`mutation`) shows that the model catches that kind of mistake.
 """
 import random
 
 import pytest
 
-from _sync_model import MBarrier, Violation
+from _sync_model import Violation
 
 
 def item_at(n, lag, pos):
@@ -32,107 +28,49 @@ def item_at(n, lag, pos):
     return True, pos - n
 
 
-def run(seed, slot_items, ctas, resident, stages, lag=None, mutation=None):
-    """One random interleaving. slot_items: items per slot (items of a slot are consecutive);
-    stages: 0 for the direct kernel (one position claimed ahead), else the staged kernel's ring.
+def run(seed, slot_items, ctas, resident, lag=None, mutation=None):
+    """One random interleaving. slot_items: items per slot (items of a slot are consecutive).
     Returns None, or a string describing a deadlock; raises Violation on a safety violation.
-    mutation: "stage_off_by_one" (a claim refills the stage that is about to be read),
-    "wrong_parity" (the stage wait looks for the other phase), "no_a_wait" (B items do not wait
-    for their slot's A items)."""
+    mutation: "no_a_wait" (B items do not wait for their slot's A items)."""
     rng = random.Random(seed)
     slot_of = [s for s, m in enumerate(slot_items) for _ in range(m)]
     n = len(slot_of)
     max_items = max(slot_items)
     if lag is None:
-        lag = max_items + ctas * max(stages, 2)
+        lag = max_items + 2 * ctas
     lag = min(max(lag, 0), n)
     end = 2 * n
     counter = [0]
     done = [0] * len(slot_items)          # A items counted per slot
     computed = []                         # (pos, is_b, item) in completion order
-    copies = []                           # in flight: (cta, stage, barrier, bytes, pos)
 
-    stage_data = {c: [None] * max(stages, 1) for c in range(ctas)}  # whose rows each stage holds
+    def compute(pos):
+        is_b, j = item_at(n, lag, pos)
+        slot = slot_of[j]
+        if is_b and mutation != "no_a_wait":
+            while done[slot] < slot_items[slot]:
+                yield "wait"
+        if is_b and done[slot] < slot_items[slot]:
+            raise Violation(f"B item {j} of slot {slot} computed before its A items")
+        if not is_b:
+            done[slot] += 1
+        computed.append((pos, is_b, j))
+        yield
 
-    def cta(c):
-        full = [MBarrier(1) for _ in range(max(stages, 1))]
-        data = stage_data[c]
-        stage_pos = [None] * max(stages, 1)
-        ahead = []                        # direct kernel: claimed positions, in order
-
-        def claim(s):
+    def cta():
+        """The next position claimed before computing this one."""
+        ahead = []                        # claimed positions, in order
+        for _ in range(2):
             pos = counter[0]
             counter[0] += 1
+            ahead.append(pos)
             yield
-            stage_pos[s] = pos
-            if pos < end:
-                nbytes = rng.choice([0, 1, 2, 3])  # copies of the item's rows (0: a slot without rows)
-                if nbytes == 0:
-                    data[s] = pos  # nothing to land: the stage is not read
-                full[s].arrive(tx=nbytes)  # lane 0's arrive.expect_tx, before any copy is issued
-                for _ in range(nbytes):
-                    copies.append((c, s, full[s], 1, pos))
-                    yield
-
-        def compute(pos):
-            is_b, j = item_at(n, lag, pos)
-            slot = slot_of[j]
-            if is_b and mutation != "no_a_wait":
-                while done[slot] < slot_items[slot]:
-                    yield "wait"
-            if is_b and done[slot] < slot_items[slot]:
-                raise Violation(f"B item {j} of slot {slot} computed before its A items")
-            if not is_b:
-                done[slot] += 1
-            computed.append((pos, is_b, j))
+        while ahead[0] < end:
+            yield from compute(ahead.pop(0))
+            pos = counter[0]
+            counter[0] += 1
+            ahead.append(pos)
             yield
-
-        def compute_from_stage(s, pos):
-            """The item at `pos` from stage s, which must hold its rows with no copy still landing."""
-            if data[s] != pos:
-                raise Violation(f"CTA {c} reads stage {s} for position {pos}, which holds {data[s]}")
-            if any(cp[0] == c and cp[1] == s for cp in copies):
-                raise Violation(f"CTA {c} reads stage {s} while a copy into it is in flight")
-            yield from compute(pos)
-
-        if stages == 0:  # the direct kernel: the next position claimed before computing this one
-            for _ in range(2):
-                pos = counter[0]
-                counter[0] += 1
-                ahead.append(pos)
-                yield
-            while ahead[0] < end:
-                yield from compute(ahead.pop(0))
-                pos = counter[0]
-                counter[0] += 1
-                ahead.append(pos)
-                yield
-            return
-        for s in range(stages):
-            yield from claim(s)
-        k = 0
-        while True:
-            if k > 0:
-                s_fill = k % stages if mutation == "stage_off_by_one" else (k - 1) % stages
-                yield from claim(s_fill)
-            s = k % stages
-            pos = stage_pos[s]
-            if pos >= end:
-                return
-            parity = (k // stages) & 1
-            if mutation == "wrong_parity":
-                parity ^= 1
-            while not full[s].passed(parity):
-                yield "wait"
-            yield from compute_from_stage(s, pos)
-            k += 1
-
-    def land():
-        """The copy engine: one in-flight copy lands (any of them)."""
-        i = rng.randrange(len(copies))
-        c, s, bar, nbytes, pos = copies.pop(i)
-        stage_data[c][s] = pos
-        bar.complete_tx(nbytes)
 
     gens = {}
     waiting = list(range(ctas))
@@ -143,15 +81,10 @@ def run(seed, slot_items, ctas, resident, stages, lag=None, mutation=None):
     while finished < ctas:
         while len(active) < resident and waiting:
             c = waiting.pop()
-            gens[c] = cta(c)
+            gens[c] = cta()
             active.append(c)
-        choices = [("cta", c) for c in active] + ([("land", None)] if copies else [])
         progressed = False
-        for kind, c in rng.sample(choices, len(choices)):
-            if kind == "land":
-                land()
-                progressed = True
-                break
+        for c in rng.sample(active, len(active)):
             try:
                 r = next(gens[c])
             except StopIteration:
@@ -178,28 +111,24 @@ SHAPES = [  # items per slot: one tensor, uneven slots, many small slots
 ]
 
 
-STAGES = [0, 2, 4]  # 0: the direct kernel
-
-
-@pytest.mark.parametrize("stages", STAGES)
 @pytest.mark.parametrize("shape", range(len(SHAPES)))
-def test_schedule_never_deadlocks_or_races(stages, shape):
+def test_schedule_never_deadlocks_or_races(shape):
     for seed in range(60):
         ctas = 1 + seed % 5
         resident = 1 + seed % ctas
         slot_items = SHAPES[shape]
         lag = [None, max(slot_items), 10 ** 6][seed % 3]  # automatic, smallest safe, every A first
-        r = run(seed, slot_items, ctas, resident, stages, lag=lag)
+        r = run(seed, slot_items, ctas, resident, lag=lag)
         assert r is None, f"seed {seed} ctas {ctas} resident {resident} lag {lag}: {r}"
 
 
-@pytest.mark.parametrize("mutation", ["stage_off_by_one", "wrong_parity", "no_a_wait"])
+@pytest.mark.parametrize("mutation", ["no_a_wait"])
 def test_model_catches_known_wrong_variants(mutation):
     caught = 0
     for seed in range(60):
         try:
             ctas = 2 + seed % 4
-            r = run(seed, SHAPES[1], ctas=ctas, resident=ctas, stages=3, lag=max(SHAPES[1]), mutation=mutation)
+            r = run(seed, SHAPES[1], ctas=ctas, resident=ctas, lag=max(SHAPES[1]), mutation=mutation)
         except Violation:
             caught += 1
             continue
@@ -210,7 +139,7 @@ def test_model_catches_known_wrong_variants(mutation):
 def test_small_lag_deadlocks_with_one_resident_cta():
     """A lag below the items of a slot lets a B item wait for an A item at a later position:
     with one resident CTA it never comes (why the kernel clamps the lag up)."""
-    hung = [run(seed, [6, 6], ctas=1, resident=1, stages=3, lag=1) for seed in range(5)]
+    hung = [run(seed, [6, 6], ctas=1, resident=1, lag=1) for seed in range(5)]
     assert all(h is not None and "deadlock" in h for h in hung)
 
 

@@ -164,7 +164,9 @@ FLASHCUTE_API flashcute_status flashcute_fwd_supported(int device, int backend, 
  *                                    (word i / 32, bit i % 32), else +1; fp32, unnormalised
  *   amax    = max |x| over the slot (rotate == 0): its seqlen rows and the heads / heads_k q heads
  *             of its group; with the rotation, the bound sqrt(fp32(head_dim * m)) >= max |y|,
- *             m = max over the slot's rows and heads of fp32(sum of x^2 over the row, in fp64)
+ *             m = max over the slot's rows and heads of the sum of x^2 over the row, in fp32
+ *             (summed pairwise; the torch path sums in fp64 and rounds: m, and so descale,
+ *             may differ from its value by a few ulps)
  *   safe    = amax > 0 ? amax : 448
  *   x8      = e4m3(clamp(y * (fp32(1 / safe) * 448), -448, 448)), round to nearest even
  *   descale = safe * fp32(norm / 448), norm = 1 / sqrt(head_dim) with the rotation, else 1

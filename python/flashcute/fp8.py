@@ -297,8 +297,8 @@ def _row_amax(x, y, rotate):
     """Per (row, head) of x (..., d): max |y| without the rotation; with it, sum(x^2) over the
     row, which _slot_amax turns into the bound sqrt(d * max) on max |y|: each y_i is a +-1
     combination of the row's d values, so |y_i| <= sqrt(d) * ||x_row||_2. The sum runs in fp64
-    and is then rounded to fp32: nearly exact, so the CUDA and Triton paths, which sum in other
-    orders, round to the same fp32 value."""
+    and is then rounded to fp32 (nearly exact; the Triton path does the same). The CUDA kernel
+    sums in fp32, pairwise (fewer instructions per element), within a few ulps of this."""
     if rotate:
         return x.double().square().sum(-1).float()
     return y.abs().amax(-1)

@@ -21,30 +21,13 @@
 // running. A items never wait. A wait that still exceeds kWaitTimeoutNs is a bug: the kernel
 // traps (a launch error) instead of hanging the process.
 //
-// Two kernels run this schedule. The direct one (the default) loads each thread's 64 bytes of x
-// into registers, waits, computes, and loads again: the bytes in flight per SM are bounded by its
-// registers, and runs 30-31 measured it at ~2.2-2.5 TB/s, about half of HBM's rate. The staged
-// one (FLASHCUTE_FP8_QUANTIZE_STAGED=1, environment, read per call) has warp 0 copy each item's
-// rows into a ring of shared-memory stages with bulk async copies (cp.async.bulk, one per row and
-// head) kStages - 1 items ahead of the one being computed, so the loads of three items per CTA
-// are in flight while the CTA computes. (A cp.async (LDGSTS) loader, =2, was removed: its
-// evict-first cache hint trapped as an illegal instruction on the H100 of run 91, and where it
-// ran it was no faster than the bulk one.) The arithmetic (and so every output byte) is the
-// direct kernel's. An item is at least one row of its slot's heads: where that outgrows a stage
-// (large head groups) the direct kernel runs.
-// It processes its claimed positions in increasing order, so the deadlock argument below holds
-// for any number of positions claimed ahead.
-//
-// The resident kernel (FLASHCUTE_FP8_QUANTIZE_STAGED=2) reads x once: each item is copied into
-// shared memory (cp.async by every thread, the CTA's next item in flight behind the current
-// one), its amax published, and the same bytes cast once the slot's amax is complete, so an
-// item is one position, not two. Why: ncu of the direct kernel (run 92, d=128 4k) shows L2 at
-// 87 % of its throughput (the second read of every chunk and the writes all pass through it)
-// with DRAM at 63 %: the L2 traffic, not HBM, bounds it. Its items go round-robin (CTA c takes
-// c, c + grid, ...) and a CTA waits inside an item for the rest of the slot, so it needs every
-// CTA resident at once (a cooperative launch guarantees it, or fails) and a slot of at most
-// `grid` items; then it cannot deadlock (the argument is at resident_quantize_kernel). Where
-// either does not hold, the direct kernel runs.
+// The kernel loads each thread's 64 bytes of x into registers, waits, computes, and loads again.
+// Two other designs were measured and removed (benchmarks/RESULTS.md, runs 91-92 and 103): a
+// staged kernel (a warp copying items into a ring of shared-memory stages: 0.314 ms against
+// 0.146 ms at d=128 4k, its warps stalled at CTA barriers) and a resident one (each item read
+// once into shared memory, cast once its slot's amax was complete, a cooperative launch: 0.179
+// ms, ~30 % more instructions issued). This kernel is bounded by its instructions per element
+// about as much as by HBM: what it computes per element is what to cut.
 //
 // Varlen tensors (row_bounds): slots are packed row ranges of different lengths, so a slot has
 // max(1, ceil(rows / rows_per_item)) items; a one-CTA plan kernel writes their prefix into the
@@ -70,13 +53,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <type_traits>
-
-#include <cute/arch/copy_sm90_tma.hpp>
-#include <cutlass/arch/barrier.h>
 
 #include "common/fp8_quantize_params.h"
 #include "common/params.h"
@@ -114,55 +93,19 @@ constexpr float kE4m3Max = 448.f;
 constexpr unsigned long long kWaitTimeoutNs = 10ull * 1000 * 1000 * 1000;
 constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's two reads (L2 share)
 
-// The staged kernel: 16 KB items (half the direct kernel's: finer hand-out, and the ring fits
-// three CTAs per SM), four stages, three CTAs of 256 threads per SM (80 registers a thread;
-// 3 x (64 KB of stages + ~10 KB of the rest) of the SM's 228 KB).
-#ifndef FLASHCUTE_FP8_QUANTIZE_STAGED_UNITS
-#define FLASHCUTE_FP8_QUANTIZE_STAGED_UNITS 256
-#endif
-#ifndef FLASHCUTE_FP8_QUANTIZE_STAGES
-#define FLASHCUTE_FP8_QUANTIZE_STAGES 4
-#endif
-#ifndef FLASHCUTE_FP8_QUANTIZE_STAGED_BLOCKS_PER_SM
-#define FLASHCUTE_FP8_QUANTIZE_STAGED_BLOCKS_PER_SM 3
-#endif
-// The resident kernel: 16 KB items, two stages (the item being cast and the next one loading),
-// four CTAs of 256 threads per SM (64 registers; 4 x ~42 KB of shared memory).
-#ifndef FLASHCUTE_FP8_QUANTIZE_RESIDENT_BLOCKS_PER_SM
-#define FLASHCUTE_FP8_QUANTIZE_RESIDENT_BLOCKS_PER_SM 4
-#endif
-// The kernel a call runs when FLASHCUTE_FP8_QUANTIZE_STAGED is unset: 0 direct, 1 staged,
-// 2 resident (where it cannot take a call, the direct one does). The resident kernel is not yet
-// the default: it has not run on a GPU (benchmarks/RESULTS.md, session 28).
-#ifndef FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT
-#define FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT 0
-#endif
 
-// One kernel's item geometry: units per item and, for the staged kernel, its ring of stages
-// (kStages == 0: x is read from global memory by the computing threads themselves).
-template <int kUnits_, int kStages_, bool kVarlen_ = false>
+// The kernel's item geometry: units per item.
+template <int kUnits_, bool kVarlen_ = false>
 struct Geometry {
   static constexpr int kUnits = kUnits_;
-  static constexpr int kStages = kStages_;
   // Row ranges from Tensor::bounds (a launch with a varlen tensor): its own instantiation, so
   // that the dense kernels' code (and registers) stay as they are.
   static constexpr bool kVarlen = kVarlen_;
-  static constexpr bool kStaged = kStages_ > 0;
   static constexpr int kVtTileBytes = kUnits * kUnitElems;  // e4m3 bytes of a V^T item
-  static constexpr int kStageBytes = kUnits * kUnitElems * 2;  // fp16/bf16 bytes of an item
-  static_assert(!kStaged || kStages >= 2, "the ring's hand-off of stage positions needs two stages");
 };
 template <bool kVarlen>
-using DirectG = Geometry<kItemUnits, 0, kVarlen>;
-template <bool kVarlen>
-using StagedG = Geometry<FLASHCUTE_FP8_QUANTIZE_STAGED_UNITS, FLASHCUTE_FP8_QUANTIZE_STAGES, kVarlen>;
-template <bool kVarlen>
-using ResidentG = Geometry<256, 2, kVarlen>;
+using DirectG = Geometry<kItemUnits, kVarlen>;
 using Direct = DirectG<false>;
-using Staged = StagedG<false>;
-using Resident = ResidentG<false>;
-constexpr int kStagedBlocksPerSm = FLASHCUTE_FP8_QUANTIZE_STAGED_BLOCKS_PER_SM;
-constexpr int kResidentBlocksPerSm = FLASHCUTE_FP8_QUANTIZE_RESIDENT_BLOCKS_PER_SM;
 
 // One tensor as the kernel sees it (element strides; x8 elements are bytes).
 struct Tensor {
@@ -238,26 +181,6 @@ __device__ __forceinline__ unsigned long long global_timer_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
-}
-
-// ---- the staged kernel's copies ----------------------------------------------------------------
-// Its mbarriers and cp.async groups are CUTLASS's / CuTe's (as in the attention kernel); the
-// copies below add what those lack, the L2 evict-first hint of a chunk's last read.
-// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory,
-// completing on `bar`. kLastUse: the chunk's second read (B): its L2 lines may go first.
-template <bool kLastUse>
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  if constexpr (kLastUse) {
-    uint64_t policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
-            "r"(cute::cast_smem_ptr_to_uint(dst)), "l"(src), "r"(bytes), "r"(cute::cast_smem_ptr_to_uint(bar)),
-            "l"(policy)
-        : "memory");
-  } else {
-    cute::SM90_BULK_COPY_G2S::copy(src, bar, dst, int32_t(bytes));
-  }
 }
 
 // Two fp32 values -> two e4m3 bytes (lo at the lower address), round to nearest even, finite
@@ -372,7 +295,7 @@ __device__ __forceinline__ void decode_varlen(const Tensor& t, int local, Item& 
   // The largest lo < batch with prefix[lo] <= local / hk_n (the same as prefix[lo] * hk_n <=
   // local), bit by bit from the top one of batch - 1. Unrolled over every bit a batch can have,
   // skipping those above batch's: the forms with a data-dependent trip count made ptxas spill
-  // the staged kernel's loop counter.
+  // a kernel's loop counter (the staged kernel's, since removed).
   const int c = local / hk_n;
   const int top = t.batch > 1 ? 31 - __clz(t.batch - 1) : -1;
   int lo = 0;
@@ -445,11 +368,10 @@ __device__ __forceinline__ unsigned slot_items(const Tensor& t, const Item& it) 
 // ---- one item --------------------------------------------------------------------------------
 // Calls fn(v, active, x8_offset, u) for every unit u (32 coordinates of one row and head) of the
 // item, v the fp32 values y (rotated when kRotate). The loop and the shuffles inside it are
-// uniform over the CTA; units past the item's end have active == false and zeros. x comes from
-// global memory, or with G::kStaged from `stage`: the item's rows packed as (row, head, D).
+// uniform over the CTA; units past the item's end have active == false and zeros.
 template <int D, bool kRotate, bool kLastUse, class In, class G, class Fn>
 __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, const uint32_t* smem_masks,
-                                              const uint16_t* stage, Fn&& fn) {
+                                              Fn&& fn) {
   constexpr int NU = D / kUnitElems;  // threads per row
   static_assert(D % kUnitElems == 0, "head dim must be a multiple of 32");
   static_assert(!kRotate || (kThreads % NU == 0 && 32 % NU == 0), "a rotated row must sit in one warp");
@@ -469,21 +391,18 @@ __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, c
     bool active[kUnitsPerStep];
 #pragma unroll
     for (int s = 0; s < kUnitsPerStep; ++s) {  // issue every load of the step first
-      const int u = base + s * kThreads + threadIdx.x;
-      active[s] = u < units;
-      const int lane = u % NU, rh = u / NU;
-      const int r = group == 1 ? rh : rh / group, g = rh - r * group;
-      const int64_t x_off = int64_t(r) * t.xs_r + int64_t(g) * t.xs_h + lane * kGroupElems;
-      o_off[s] = o_base + int64_t(r) * t.os_r + int64_t(g) * t.os_h + lane * kGroupElems;
-      if constexpr (G::kStaged) {
-        const uint4* src = reinterpret_cast<const uint4*>(stage + rh * D + lane * kGroupElems);
+      // unsigned: u / NU and u % NU are a shift and a mask (signed, they need sign fix-ups)
+      const unsigned u = unsigned(base + s * kThreads) + threadIdx.x;
+      active[s] = int(u) < units;
+      const unsigned lane = u % NU, rh = u / NU;
+      const unsigned r = group == 1 ? rh : rh / unsigned(group), g = rh - r * unsigned(group);
+      const int64_t lane_off = lane * kGroupElems;
+      // one address for the unit's four loads (written per load, ptxas rebuilt it from x each time)
+      const uint16_t* px = x + (int64_t(r) * t.xs_r + int64_t(g) * t.xs_h + lane_off);
+      o_off[s] = o_base + int64_t(r) * t.os_r + int64_t(g) * t.os_h + lane_off;
 #pragma unroll
-        for (int k = 0; k < kGroups; ++k) raw[s][k] = active[s] ? src[k * NU] : make_uint4(0, 0, 0, 0);
-      } else {
-#pragma unroll
-        for (int k = 0; k < kGroups; ++k) {
-          raw[s][k] = active[s] ? load_group<kLastUse>(x + x_off + k * NU * kGroupElems) : make_uint4(0, 0, 0, 0);
-        }
+      for (int k = 0; k < kGroups; ++k) {
+        raw[s][k] = active[s] ? load_group<kLastUse>(px + k * NU * kGroupElems) : make_uint4(0, 0, 0, 0);
       }
     }
 #pragma unroll
@@ -529,27 +448,40 @@ __device__ __forceinline__ int vt_position(int r) {
 // (The bound leaves up to sqrt(D) more range than max |y|; e4m3 is floating point, so that
 // costs precision only below 2^-6 of the range: RMSE unchanged, benchmarks/RESULTS.md.)
 template <int D, bool kRotate, class In, class G>
-__device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared<G>& sm, const uint16_t* stage) {
+__device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared<G>& sm) {
   constexpr int NU = D / kUnitElems;  // adjacent lanes holding one row
   float m = 0.f;
   if constexpr (kRotate) {
-    // sum(x^2) in fp64, then rounded to fp32: the squares of 16-bit values are exact and their
-    // fp64 sum nearly so, so any summation order (torch's, Triton's) rounds to the same fp32.
+    // sum(x^2) in fp32: 4 partial sums of 8 squares each, a tree over them and over the row's
+    // lanes, so every term passes through at most 8 + 2 + log2(NU) roundings: a relative error
+    // below 13 x 2^-24 = 7.7e-7 on the sum, half that on amax (D = 256; the torch path sums in
+    // fp64, and the descale's test tolerance is 1e-6). Was fp64: F2F.F64.F32 + DFMA per element
+    // and an FTZ multiply before each convert, 3 instructions per element where this is 1 (run
+    // 103's SASS). (8 partial sums made ptxas spill the item loop's state at 64 registers.)
     const auto track_row_norm = [&](const float (&v)[kUnitElems], bool, int64_t, int) {
-      double ss = 0.0;
+      constexpr int kParts = 4;
+      float part[kParts];
 #pragma unroll
-      for (int i = 0; i < kUnitElems; ++i) ss = fma(double(v[i]), double(v[i]), ss);
+      for (int i = 0; i < kParts; ++i) part[i] = v[i] * v[i];
+#pragma unroll
+      for (int i = kParts; i < kUnitElems; ++i) part[i % kParts] = fmaf(v[i], v[i], part[i % kParts]);
+#pragma unroll
+      for (int w = kParts / 2; w > 0; w /= 2) {
+#pragma unroll
+        for (int i = 0; i < w; ++i) part[i] += part[i + w];
+      }
+      float ss = part[0];
 #pragma unroll
       for (int o = 1; o < NU; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-      m = fmaxf(m, __double2float_rn(ss));
+      m = fmaxf(m, ss);
     };
-    for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], stage, track_row_norm);
+    for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], track_row_norm);
   } else {
     const auto track_max = [&](const float (&v)[kUnitElems], bool, int64_t, int) {
 #pragma unroll
       for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
     };
-    for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], stage, track_max);
+    for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], track_max);
   }
   const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
   if (threadIdx.x % 32 == 0) sm.warp_max[threadIdx.x / 32] = w;
@@ -589,7 +521,7 @@ __device__ __forceinline__ float slot_scale(const Args& a, const Tensor& t, cons
 // keys, in V^T's order), then the tile's rows leave as 16-byte stores, one V^T row segment per
 // d; the slot's last item also writes the zero padding up to its 32-key boundary.
 template <int D, class In, class G>
-__device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm, const uint16_t* stage) {
+__device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm) {
   constexpr int kVtTileBytes = G::kVtTileBytes;
   constexpr int NU = D / kUnitElems, kKeys = kVtTileBytes / D;  // keys per item: direct 128 (D 128), 64 (D 256)
   static_assert(kKeys % 32 == 0, "V^T items hold whole 32-key groups (the P permutation's span)");
@@ -609,19 +541,23 @@ __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm, con
   const float scale = sm.scale;
   const auto cast_to_tile = [&](const float (&v)[kUnitElems], bool active, int64_t, int u) {
     if (!active) return;
-    const int pos = vt_position(u / NU), lane = u % NU;  // group == 1: a unit is (key, lane)
+    // group == 1: a unit is (key, lane); unsigned, so that / and % are a shift and a mask
+    const int pos = vt_position(int(unsigned(u) / NU)), lane = int(unsigned(u) % NU);
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
+      // the group's 8 rows d0 .. d0 + 7 share one swizzle (d0 is a multiple of 8): one address,
+      // and the 8 stores at constant offsets from it
+      const int d0 = (k * NU + lane) * kGroupElems;
+      uint8_t* rows = sm.vt_tile + vt_tile_offset<kKeys>(d0, pos);
 #pragma unroll
       for (int e = 0; e < kGroupElems; e += 2) {
         const uint32_t two = e4m3x2(__fmul_rn(v[k * kGroupElems + e], scale), __fmul_rn(v[k * kGroupElems + e + 1], scale));
-        const int d = (k * NU + lane) * kGroupElems + e;
-        sm.vt_tile[vt_tile_offset<kKeys>(d, pos)] = uint8_t(two);
-        sm.vt_tile[vt_tile_offset<kKeys>(d + 1, pos)] = uint8_t(two >> 8);
+        rows[e * kKeys] = uint8_t(two);
+        rows[(e + 1) * kKeys] = uint8_t(two >> 8);
       }
     }
   };
-  for_each_unit<D, false, true, In, G>(t, it, sm.masks[it.tensor], stage, cast_to_tile);
+  for_each_unit<D, false, true, In, G>(t, it, sm.masks[it.tensor], cast_to_tile);
   __syncthreads();
   row0 = it.chunk * t.rows_per_item;
   const int keys = (max(0, min(t.rows_per_item, t.seqlen - row0)) + 31) / 32 * 32;  // written, padding included
@@ -635,13 +571,12 @@ __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm, con
 }
 
 template <int D, bool kRotate, class In, class G>
-__device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool wait, Shared<G>& sm,
-                          const uint16_t* stage) {
+__device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool wait, Shared<G>& sm) {
   if (threadIdx.x == 0) sm.scale = slot_scale<G>(a, t, it, wait);
   __syncthreads();
   if constexpr (fp8_vt_head_dim(D) && !kRotate) {  // V^T: v, never rotated (the API refuses both)
     if (t.vt) {
-      cast_item_vt<D, In, G>(t, it, sm, stage);
+      cast_item_vt<D, In, G>(t, it, sm);
       return;
     }
   }
@@ -661,21 +596,21 @@ __device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool w
       __stcs(reinterpret_cast<uint2*>(x8 + o + k * (D / kUnitElems) * kGroupElems), packed);
     }
   };
-  for_each_unit<D, kRotate, true, In, G>(t, it, sm.masks[it.tensor], stage, cast_and_store);
+  for_each_unit<D, kRotate, true, In, G>(t, it, sm.masks[it.tensor], cast_and_store);
 }
 
 template <int D, class In, class G>
 __device__ __forceinline__ void run_item_d(const Args& a, const Tensor& t, const Item& it, bool cast, bool wait,
-                                           Shared<G>& sm, const uint16_t* stage) {
+                                           Shared<G>& sm) {
   constexpr bool kCanRotate = (D & (D - 1)) == 0;
   if (kCanRotate && t.rotate) {
     if constexpr (kCanRotate) {
-      if (cast) cast_item<D, true, In>(a, t, it, wait, sm, stage);
-      else amax_item<D, true, In>(a, t, it, sm, stage);
+      if (cast) cast_item<D, true, In>(a, t, it, wait, sm);
+      else amax_item<D, true, In>(a, t, it, sm);
     }
   } else {
-    if (cast) cast_item<D, false, In>(a, t, it, wait, sm, stage);
-    else amax_item<D, false, In>(a, t, it, sm, stage);
+    if (cast) cast_item<D, false, In>(a, t, it, wait, sm);
+    else amax_item<D, false, In>(a, t, it, sm);
   }
 }
 
@@ -693,13 +628,12 @@ __device__ __forceinline__ void with_head_dim(int head_dim, F&& f) {
   }
 }
 
-// stage: the item's x in shared memory (staged kernel), or nullptr (direct kernel).
 template <class In, class G>
-__device__ void run_item(const Args& a, bool cast, int j, bool wait, Shared<G>& sm, const uint16_t* stage) {
+__device__ void run_item(const Args& a, bool cast, int j, bool wait, Shared<G>& sm) {
   const Item it = decode_item<G>(a, j);
   if (it.chunk < 0) return;  // a varlen tensor's spare item (uniform over the CTA)
   const Tensor& t = a.t[it.tensor];
-  with_head_dim(t.head_dim, [&](auto d) { run_item_d<decltype(d)::value, In>(a, t, it, cast, wait, sm, stage); });
+  with_head_dim(t.head_dim, [&](auto d) { run_item_d<decltype(d)::value, In>(a, t, it, cast, wait, sm); });
 }
 
 // Sign masks of the rotation for every (tensor, lane of a row, pair of elements): bit 15 and/or
@@ -734,7 +668,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     __syncthreads();
     const bool cast = mode == Mode::kCastOnly;
     for (int j = blockIdx.x; j < a.items; j += gridDim.x) {
-      run_item<In, G>(a, cast, j, /*wait=*/false, sm, nullptr);
+      run_item<In, G>(a, cast, j, /*wait=*/false, sm);
       __syncthreads();  // the item's shared memory (warp maxima, scale) is free again
     }
     return;
@@ -751,196 +685,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     bool cast;
     int j;
     item_at<kVarlen>(a, pos, cast, j);
-    run_item<In, G>(a, cast, j, /*wait=*/true, sm, nullptr);
+    run_item<In, G>(a, cast, j, /*wait=*/true, sm);
     __syncthreads();  // the prefetched position is visible; the item's shared memory is free
     buf ^= 1;
-  }
-}
-
-// ---- the staged kernel -----------------------------------------------------------------------
-// Where the staged kernel's positions come from: the counter (fused), or the CTA's own stride
-// over one pass (kAmaxOnly / kCastOnly); end: the first position past the work.
-__device__ __forceinline__ int position_end(const Args& a, Mode mode) {
-  return mode == Mode::kFused ? 2 * a.items : a.items;
-}
-
-template <bool kVarlen>
-__device__ __forceinline__ void position_item(const Args& a, Mode mode, int pos, bool& cast, int& j) {
-  if (mode == Mode::kFused) {
-    item_at<kVarlen>(a, pos, cast, j);
-  } else {
-    cast = mode == Mode::kCastOnly;
-    j = pos;
-  }
-}
-
-// The rows an item's position asks to be loaded: tensor, first element, (row, head) segments.
-struct ItemLoad {
-  const Tensor* t;
-  const uint16_t* x;  // the item's first row, first head of its group
-  int segs;           // rows * group segments of head_dim elements, packed in the stage in this order
-  bool cast;          // a B item: the chunk's last read
-};
-
-template <class G>
-__device__ __forceinline__ ItemLoad item_load(const Args& a, Mode mode, int pos) {
-  bool cast;
-  int j;
-  position_item<G::kVarlen>(a, mode, pos, cast, j);
-  const Item it = decode_item<G>(a, j);
-  const Tensor& t = a.t[it.tensor];
-  const int row0 = item_row0<G>(t, it);
-  const int rows = item_rows<G>(t, it, row0);  // 0 for a spare item
-  return {&t, t.x + it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(it.hk) * t.group * t.xs_h, rows * t.group,
-          cast};
-}
-
-// The CTA's k-th position: the counter's next (fused) or its own stride over the pass.
-__device__ __forceinline__ int claim_position(const Args& a, Mode mode, int k) {
-  return mode == Mode::kFused ? int(atomicAdd(a.next, 1u)) : int(blockIdx.x) + k * int(gridDim.x);
-}
-
-// The staged kernel's loader, warp 0: one cp.async.bulk per (row, head) of the item spread over
-// its lanes, completing on the stage's mbarrier (lane 0's arrival announces the bytes first).
-// Warp 0 claims the CTA's k-th position into stage s (publishing it in stage_pos[s] for
-// the other warps, which read it after the next __syncthreads) and starts its item's copies (an
-// item without rows completes its phase at once).
-template <class G>
-__device__ void claim_and_bulk_load(const Args& a, Mode mode, int k, int s, uint8_t* stages, uint64_t* full,
-                                    int* stage_pos) {
-  const int lane = threadIdx.x % 32;
-  int pos = 0;
-  if (lane == 0) pos = claim_position(a, mode, k);
-  pos = __shfl_sync(0xffffffffu, pos, 0);
-  if (lane == 0) stage_pos[s] = pos;
-  if (pos >= position_end(a, mode)) return;
-  const ItemLoad ld = item_load<G>(a, mode, pos);
-  const Tensor& t = *ld.t;
-  const uint32_t seg_bytes = uint32_t(t.head_dim) * 2u;
-  if (lane == 0) cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full + s, uint32_t(ld.segs) * seg_bytes);
-  __syncwarp();
-  uint8_t* dst = stages + s * G::kStageBytes;
-  for (int i = lane; i < ld.segs; i += 32) {
-    const int r = i / t.group, g = i - r * t.group;
-    const uint16_t* src = ld.x + int64_t(r) * t.xs_r + int64_t(g) * t.xs_h;
-    if (ld.cast) bulk_load<true>(dst + i * seg_bytes, src, seg_bytes, full + s);
-    else bulk_load<false>(dst + i * seg_bytes, src, seg_bytes, full + s);
-  }
-}
-
-// The staged kernel (bulk copies).
-template <class In, class G>
-__device__ void staged_bulk(const Args& a, Mode mode, uint8_t* stages, Shared<G>& sm) {
-  __shared__ __align__(8) uint64_t full[G::kStages];  // phase k / kStages of stage s: item k's rows landed
-  __shared__ int stage_pos[G::kStages];               // the position each stage holds
-  const bool warp0 = threadIdx.x < 32;
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < G::kStages; ++s) cutlass::arch::ClusterTransactionBarrier::init(full + s, 1);
-    cutlass::arch::fence_barrier_init();
-  }
-  __syncthreads();
-  if (warp0) {
-    for (int s = 0; s < G::kStages; ++s) claim_and_bulk_load<G>(a, mode, s, s, stages, full, stage_pos);
-  }
-  __syncthreads();
-  const int end = position_end(a, mode);
-  for (int k = 0;; ++k) {
-    // The previous item's stage is free (the __syncthreads ending its iteration): refill it. Done
-    // here rather than at the end of that iteration so that nothing but k lives across the item
-    // (the stage's shared address held there spilled at 80 registers). The position claimed here
-    // is read kStages - 1 iterations later, after at least one more __syncthreads.
-    if (warp0 && k > 0) {
-      claim_and_bulk_load<G>(a, mode, k - 1 + G::kStages, (k - 1) % G::kStages, stages, full, stage_pos);
-    }
-    const int s = k % G::kStages;
-    const int pos = stage_pos[s];
-    if (pos >= end) break;  // positions grow with k: every later stage is past the end too
-    bool cast;
-    int j;
-    position_item<G::kVarlen>(a, mode, pos, cast, j);
-    cutlass::arch::ClusterTransactionBarrier::wait(full + s, uint32_t(k / G::kStages) & 1u);
-    asm volatile("" ::: "memory");  // CUTLASS's wait has no memory clobber: keep the stage's loads below it
-    run_item<In, G>(a, cast, j, /*wait=*/mode == Mode::kFused, sm,
-                    reinterpret_cast<const uint16_t*>(stages + s * G::kStageBytes));
-    __syncthreads();  // stage s and the item's shared memory are free
-  }
-}
-
-template <class In, bool kVarlen>
-__global__ void __launch_bounds__(kThreads, kStagedBlocksPerSm)
-    staged_quantize_kernel(const __grid_constant__ Args a, Mode mode) {
-  using G = StagedG<kVarlen>;
-  extern __shared__ __align__(128) uint8_t stages[];  // G::kStages items of x, G::kStageBytes each
-  __shared__ __align__(16) Shared<G> sm;
-  build_sign_masks(a, sm);
-  staged_bulk<In, G>(a, mode, stages, sm);
-}
-
-// ---- the resident kernel ---------------------------------------------------------------------
-// 16 bytes global -> shared, bypassing L1 (x is read once), completing with the thread's group.
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(cute::cast_smem_ptr_to_uint(dst)), "l"(src)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits until at most N of this thread's most recent groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-// Item j's x into `dst`, packed as (row, head, D) like the staged kernel's stages, in 16-byte
-// pieces spread over every thread of the CTA (a varlen spare item has no rows: nothing). The
-// head dim is a template parameter so that a piece's segment is a constant division; a
-// segment's row and head need a division by the head group only where it is not 1 (q with GQA).
-template <int D>
-__device__ __forceinline__ void load_segments_async(const Tensor& t, const ItemLoad& ld, uint8_t* dst) {
-  constexpr int kPiecesPerSeg = D / kGroupElems;
-  const int pieces = ld.segs * kPiecesPerSeg;
-  for (int c = threadIdx.x; c < pieces; c += kThreads) {
-    const int i = c / kPiecesPerSeg, e = c - i * kPiecesPerSeg;
-    const int r = t.group == 1 ? i : i / t.group, g = i - r * t.group;
-    cp_async_16(dst + c * 16, ld.x + int64_t(r) * t.xs_r + int64_t(g) * t.xs_h + e * kGroupElems);
-  }
-}
-template <class G>
-__device__ __forceinline__ void load_item_async(const Args& a, int j, uint8_t* dst) {
-  const ItemLoad ld = item_load<G>(a, Mode::kCastOnly, j);
-  const Tensor& t = *ld.t;
-  with_head_dim(t.head_dim, [&](auto d) { load_segments_async<decltype(d)::value>(t, ld, dst); });
-}
-
-// Why it cannot deadlock (every CTA resident: a cooperative launch; each slot S at most grid
-// items): a CTA waits only for the amax of the other items of its current item's slot S. Each
-// of them is some CTA c's item i, and c's previous item, i - grid, lies before S's first item
-// (S would otherwise span grid + 1 positions), so it is of an earlier slot. By induction over
-// the slots (the first slot's items have no previous ones), c gets past that item and publishes
-// i before it waits itself. The item a CTA has in flight (its next, j + grid) is never in S, for
-// the same reason. tests/test_quantize_resident_model.py runs this schedule.
-template <class In, bool kVarlen>
-__global__ void __launch_bounds__(kThreads, kResidentBlocksPerSm)
-    resident_quantize_kernel(const __grid_constant__ Args a) {
-  using G = ResidentG<kVarlen>;
-  static_assert(G::kStages == 2, "the item being cast and the next one");
-  __shared__ __align__(128) uint8_t stages[G::kStages][G::kStageBytes];
-  __shared__ __align__(16) Shared<G> sm;
-  build_sign_masks(a, sm);  // visible after the first item's __syncthreads
-  const int grid = int(gridDim.x);
-  int j = int(blockIdx.x);
-  if (j < a.items) load_item_async<G>(a, j, stages[0]);
-  cp_async_commit();
-  for (int k = 0; j < a.items; ++k, j += grid) {
-    // The next item's copies go out before this one is computed (its stage was freed by the
-    // __syncthreads that ended the previous item).
-    if (j + grid < a.items) load_item_async<G>(a, j + grid, stages[(k + 1) & 1]);
-    cp_async_commit();
-    cp_async_wait<1>();  // this thread's copies of item j have landed
-    __syncthreads();     // and everyone's
-    const uint16_t* stage = reinterpret_cast<const uint16_t*>(stages[k & 1]);
-    run_item<In, G>(a, /*cast=*/false, j, /*wait=*/false, sm, stage);  // amax, published
-    run_item<In, G>(a, /*cast=*/true, j, /*wait=*/true, sm, stage);    // the slot's scale, cast
-    __syncthreads();  // stage k & 1 and the item's shared memory are free
   }
 }
 
@@ -998,21 +745,6 @@ bool lag_override(long* lag) {
   return true;
 }
 
-// FLASHCUTE_FP8_QUANTIZE_STAGED: "0" the direct kernel, "1" the staged one, "2" the resident one
-// (an error if the chosen kernel cannot run here, so that an A/B run or a test never measures another kernel
-// unknowingly); unset, empty or anything else:
-// FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT (the same values; a default that cannot run falls back
-// to the direct kernel).
-struct KernelChoice {
-  int kernel;   // 0 direct, 1 staged, 2 resident
-  bool forced;  // set by the environment
-};
-KernelChoice kernel_choice() {
-  const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_STAGED");
-  if (s && s[0] >= '0' && s[0] <= '2' && !s[1]) return {s[0] - '0', true};
-  return {FLASHCUTE_FP8_QUANTIZE_STAGED_DEFAULT, false};
-}
-
 // Item geometry (item_units units per item) and positions of every tensor; returns the number
 // of slots.
 int64_t plan(const Fp8QuantizeParams& p, Args& a, int item_units, int* max_items_per_slot, int64_t* item_bytes) {
@@ -1056,73 +788,6 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int item_units, int* max_items
   return slots;
 }
 
-constexpr int kMaxDevices = 64;
-
-// The current device's index, or -1 (none usable: the kernels with per-device queries do not run).
-int current_device() {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-    (void)cudaGetLastError();
-    return -1;
-  }
-  return dev;
-}
-
-// A kernel's resident CTAs per SM on device dev: asked once per device (an error counts as 0: the
-// kernel cannot run), then read from cache (blocks + 1 per device; 0: not asked yet).
-// kNeedsCooperative: 0 as well where the device cannot launch cooperatively (asked once too).
-template <bool kNeedsCooperative = false, class Kernel>
-int blocks_per_sm_once(std::atomic<int> (&cache)[kMaxDevices], int dev, Kernel kernel, size_t smem) {
-  int n = cache[dev].load(std::memory_order_relaxed) - 1;
-  if (n < 0) {
-    int coop = 1;
-    if ((kNeedsCooperative && (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop)) ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem) != cudaSuccess) {
-      (void)cudaGetLastError();
-      n = 0;
-    }
-    cache[dev].store(n + 1, std::memory_order_relaxed);
-  }
-  return n;
-}
-
-// The staged kernel's dynamic shared memory (its ring) and carveout, set on every launch as the
-// attention kernels do (a function's attributes belong to the device it runs on), and its
-// resident CTAs per SM. 0 CTAs: it cannot run (then the direct one does).
-template <class In, bool kVarlen>
-int staged_blocks_per_sm() {
-  constexpr int kBytes = Staged::kStages * Staged::kStageBytes;
-  static std::atomic<int> cached[kMaxDevices];
-  const int dev = current_device();
-  if (dev < 0) return 0;
-  if (cudaFuncSetAttribute(staged_quantize_kernel<In, kVarlen>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) !=
-      cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  // All of L1's share to shared memory: the kernel reads x only through its stages.
-  if (cudaFuncSetAttribute(staged_quantize_kernel<In, kVarlen>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                           int(cudaSharedmemCarveoutMaxShared)) != cudaSuccess) {
-    (void)cudaGetLastError();
-  }
-  return blocks_per_sm_once(cached, dev, staged_quantize_kernel<In, kVarlen>, kBytes);
-}
-
-// The resident kernel's CTAs per SM (0: it cannot run, also where cooperative launches cannot).
-// Its carveout is set on every launch, as the staged kernel's: the four CTAs' 172 KB of shared
-// memory must fit the carveout the cooperative launch is checked against, or it is refused.
-template <class In, bool kVarlen>
-int resident_blocks_per_sm() {
-  static std::atomic<int> cached[kMaxDevices];
-  const int dev = current_device();
-  if (dev < 0) return 0;
-  if (cudaFuncSetAttribute(resident_quantize_kernel<In, kVarlen>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                           int(cudaSharedmemCarveoutMaxShared)) != cudaSuccess) {
-    (void)cudaGetLastError();
-  }
-  return blocks_per_sm_once</*kNeedsCooperative=*/true>(cached, dev, resident_quantize_kernel<In, kVarlen>, 0);
-}
-
 // Points the counters, the varlen tensors' item prefixes and the lag into the workspace and
 // zeroes it on the stream; *prefix_entries > 0: a varlen launch (plan_kernel must run first).
 cudaError_t bind_workspace(const Fp8QuantizeParams& p, Args& a, int64_t slots, int64_t* prefix_entries) {
@@ -1140,70 +805,13 @@ cudaError_t bind_workspace(const Fp8QuantizeParams& p, Args& a, int64_t slots, i
                          static_cast<cudaStream_t>(p.stream));
 }
 
-// The resident kernel, if it can take this call: every item fits a stage and every slot has at
-// most as many items as there are resident CTAs (varlen: the host's bound, one slot holding every
-// packed row). Returns -1 where it cannot (the kernel not launched), else the CUDA status.
-template <class In, bool kVarlen>
-int launch_resident(const Fp8QuantizeParams& p) {
-  const int blocks = resident_blocks_per_sm<In, kVarlen>();
-  if (blocks == 0) return -1;
-  Args a{};
-  int max_items_per_slot = 1;
-  int64_t item_bytes = 0;
-  const int64_t slots = plan(p, a, Resident::kUnits, &max_items_per_slot, &item_bytes);
-  for (int i = 0; i < a.num_tensors; ++i) max_items_per_slot = std::max(max_items_per_slot, a.t[i].items_per_slot);
-  const int grid = std::min(std::max(1, p.num_sms) * blocks, std::max(a.items, 1));
-  if (item_bytes > Resident::kStageBytes || max_items_per_slot > grid) return -1;
-  if (a.items == 0) return int(cudaSuccess);
-  cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
-  a.lag = a.items;  // plan_kernel writes a lag this kernel does not read (nor the counter a.next)
-  int64_t prefix_entries = 0;
-  cudaError_t err = bind_workspace(p, a, slots, &prefix_entries);
-  if (err != cudaSuccess) return int(err);
-  if (prefix_entries > 0) plan_kernel<<<1, 32 * kMaxTensors, 0, stream>>>(a);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(grid));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;  // every CTA resident at once, or an error
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  err = cudaLaunchKernelEx(&cfg, resident_quantize_kernel<In, kVarlen>, a);
-  if (err == cudaErrorCooperativeLaunchTooLarge) {  // fewer SMs than the device has (MPS, ...)
-    (void)cudaGetLastError();
-    return -1;  // the direct kernel zeroes the workspace and plans again
-  }
-  return int(err != cudaSuccess ? err : cudaGetLastError());
-}
-
 // kVarlen: some tensor has row_bounds (the kernels' varlen instantiations).
 template <class In, bool kVarlen>
 int launch(const Fp8QuantizeParams& p) {
-  const KernelChoice choice = kernel_choice();
-  if (choice.kernel == 2) {
-    const int r = launch_resident<In, kVarlen>(p);
-    if (r >= 0) return r;
-    if (choice.forced) return int(cudaErrorInvalidConfiguration);
-  }
-  const int staged_blocks = choice.kernel != 1 ? 0 : staged_blocks_per_sm<In, kVarlen>();
-  if (choice.kernel == 1 && choice.forced && staged_blocks == 0) return int(cudaErrorInvalidConfiguration);
-  bool staged = staged_blocks > 0;
   Args a{};
   int max_items_per_slot = 1;
   int64_t item_bytes = 0;
-  int64_t slots = plan(p, a, staged ? Staged::kUnits : Direct::kUnits, &max_items_per_slot, &item_bytes);
-  // An item holds at least one row of all of its slot's heads: with a large head group (from 33
-  // q heads per k/v head at d=256, 65 at d=128) that outgrows a 16 KB stage, and the staged
-  // copies would run into the next stage (or past the ring). The direct kernel has no such bound.
-  if (staged && item_bytes > Staged::kStageBytes) {
-    if (choice.forced) return int(cudaErrorInvalidConfiguration);
-    staged = false;
-    a = Args{};
-    slots = plan(p, a, Direct::kUnits, &max_items_per_slot, &item_bytes);
-  }
+  const int64_t slots = plan(p, a, Direct::kUnits, &max_items_per_slot, &item_bytes);
   if (a.items == 0) return int(cudaSuccess);  // batch 0: nothing to write
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   int64_t prefix_entries = 0;
@@ -1213,19 +821,10 @@ int launch(const Fp8QuantizeParams& p) {
   const auto plan_varlen = [&] {
     if (prefix_entries > 0) plan_kernel<<<1, 32 * kMaxTensors, 0, stream>>>(a);
   };
-  const auto run = [&](Mode mode, int grid) {
-    constexpr int kStageSmem = Staged::kStages * Staged::kStageBytes;
-    if (staged) {
-      staged_quantize_kernel<In, kVarlen><<<grid, kThreads, kStageSmem, stream>>>(a, mode);
-    } else {
-      quantize_kernel<In, kVarlen><<<grid, kThreads, 0, stream>>>(a, mode);
-    }
-  };
+  const auto run = [&](Mode mode, int grid) { quantize_kernel<In, kVarlen><<<grid, kThreads, 0, stream>>>(a, mode); };
 
   // Resident CTAs (launch bounds: kMinBlocksPerSm per SM fit); more would only queue behind.
-  const int resident = std::max(1, p.num_sms) * (staged ? staged_blocks : kMinBlocksPerSm);
-  // Positions a CTA holds at once: the item it computes and, staged, those it has loading.
-  const int held = staged ? Staged::kStages : 1;
+  const int resident = std::max(1, p.num_sms) * kMinBlocksPerSm;
   long lag = -2;
   const bool forced = lag_override(&lag);
   if (forced && lag < 0) {  // two launches: every amax, then every cast
@@ -1238,7 +837,7 @@ int launch(const Fp8QuantizeParams& p) {
   if (!forced) {
     // Enough positions that the A items a B item needs were handed out about two item times
     // earlier (no waiting), few enough that the chunks read in between stay in L2.
-    lag = max_items_per_slot + long(resident) * held;
+    lag = max_items_per_slot + long(resident);
     lag = std::min<long>(lag, std::max<long>(max_items_per_slot, kLagBudgetBytes / std::max<int64_t>(item_bytes, 1)));
   }
   a.lag = int(std::min<long>(std::max<long>(lag, max_items_per_slot), a.items));
