@@ -4,7 +4,9 @@
 # and sanitizers, the FP8 mode, the bf16 bars in steady state, the harness A/B and the traces.
 #   scripts/kit_next_call.sh            # harness variants and traces only
 #   WHEEL=1 scripts/kit_next_call.sh    # and the library's wheel into .carry/final (needed)
-# The next device call (benchmarks/RESULTS.md, session 28) measures two things at once:
+# Measured in run 103 (benchmarks/RESULTS.md: the early claim takes 0.28 block off d=128's causal
+# 4k boundary, the deferred epilogue nothing; neither reaches +3 %). Kept to rebuild and re-time
+# the boundary variants below; the kit measured two things at once:
 # 1. Issue 5's tile boundary (RESULTS, "Where the tile boundary stands after runs 96-102"): trace
 #    the library's own configuration, bf16 d=128 and d=64 with the dynamic hand-out
 #    (ABL_TILE_COUNTER=2) and the multiply-shift divisors, to see whether the next tile's Q (read

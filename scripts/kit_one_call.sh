@@ -54,7 +54,7 @@ if [ "${KIT_NCU_QUANT:-0}" = 1 ]; then
     --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section Occupancy --section SchedulerStats \
     python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096 > "$K/ncu_quant.txt" 2>&1
-  grep -E "quantize_kernel|Duration|DRAM Throughput|L2 Cache Throughput" "$K/ncu_quant.txt" | tail -4
+  grep -E "quantize_kernel|Duration|DRAM Throughput|L2 Cache Throughput|Issued Warp|SM Active Cycles" "$K/ncu_quant.txt"
 fi
 # KIT_NO_BF16=1: skip it (a short call whose A/B carries its own cuDNN column).
 if [ "${KIT_NO_BF16:-0}" != 1 ]; then
