@@ -85,16 +85,15 @@ constexpr int kWarps = kThreads / 32;
 #define FLASHCUTE_FP8_QUANTIZE_UNITS_PER_STEP 1
 #endif
 constexpr int kMinBlocksPerSm = FLASHCUTE_FP8_QUANTIZE_BLOCKS_PER_SM;
-// The one-visit kernel's CTAs per SM: 3 (80 registers a thread): at 4 (64) ptxas spilled loop
-// invariants (the lane splits of head dims 96 / 192) around the held unit.
+// Whether calls take the one-visit kernel where it can (FLASHCUTE_FP8_QUANTIZE_ONE_VISIT overrides).
+// Its CTAs per SM: 3 (80 registers a thread): at 4 (64) ptxas spilled loop invariants (the lane
+// splits of head dims 96 / 192) around the held unit.
 #ifndef FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_BLOCKS_PER_SM
 #define FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_BLOCKS_PER_SM 3
 #endif
 constexpr int kOneVisitBlocksPerSm = FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_BLOCKS_PER_SM;
-// Whether calls take the one-visit kernel where it can (FLASHCUTE_FP8_QUANTIZE_ONE_VISIT overrides).
-// Off until it has run on a GPU (benchmarks/RESULTS.md, session 30).
 #ifndef FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_DEFAULT
-#define FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_DEFAULT 0
+#define FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_DEFAULT 1
 #endif
 constexpr int kGroupElems = 8;           // one 16-byte load of fp16/bf16
 constexpr int kGroups = 4;               // groups per thread and unit
