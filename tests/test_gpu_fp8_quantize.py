@@ -8,8 +8,7 @@ Rules:
     one e4m3 step apart;
   - outputs poisoned first (x8 bytes 0x7f = e4m3 NaN, descale NaN), so an unwritten element fails;
   - every schedule of the kernel (FLASHCUTE_FP8_QUANTIZE_LAG: automatic, smallest lag, all amax
-    items first, two launches) gives the same bytes, and so does the one-visit kernel
-    (FLASHCUTE_FP8_QUANTIZE_ONE_VISIT, dense calls; the default where it can take them).
+    items first, two launches) gives the same bytes.
 Random inputs with outliers (never zeros), odd sizes, GQA, strided views, fp16 and bf16.
 """
 import math
@@ -229,54 +228,6 @@ def test_cuda_quantize_large_head_group():
     x = make_input((2, 70, 40, 256), BF, seed=61)
     (x8, ds), = quantize_cuda([(x, False)], 1)
     check_against_torch(x, 1, False, x8, ds, "group 40 at d=256")
-
-
-
-def one_visit(monkeypatch, flag, jobs, heads_k):
-    """quantize_cuda with FLASHCUTE_FP8_QUANTIZE_ONE_VISIT=flag ("0": the two-visit schedule)."""
-    monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_ONE_VISIT", flag)
-    try:
-        return quantize_cuda(jobs, heads_k)
-    finally:
-        monkeypatch.delenv("FLASHCUTE_FP8_QUANTIZE_ONE_VISIT")
-
-
-@pytest.mark.parametrize("d", ALL_D)
-@pytest.mark.parametrize("dtype", [BF, FP16])
-@pytest.mark.parametrize("rotate", [False, True])
-def test_one_visit_equals_two_visit(d, dtype, rotate, monkeypatch):
-    """The one-visit kernel (x read once into registers, cast once its slot's amax is complete)
-    runs the two-visit schedule's arithmetic: the same bytes and descales, bitwise, over the odd
-    shapes (GQA, one row, many items per slot), q, k and v in one launch with a strided view."""
-    if rotate and d not in POW2:
-        pytest.skip("rotation of head dims 96/192 stays on the torch path")
-    require_cuda_quantize(dtype, d, rotate)
-    for i, (b, sq, h, hk) in enumerate(CASES):
-        q = make_input((b, sq, h, d), dtype, seed=300 + i)
-        kv = make_input((b, sq + 7, 2 * hk, d), dtype, seed=400 + i)
-        jobs = [(q, rotate), (kv[:, :, :hk], rotate), (kv[:, :, hk:], False)]
-        two = one_visit(monkeypatch, "0", jobs, hk)
-        one = one_visit(monkeypatch, "1", jobs, hk)
-        what = f"d={d} {dtype} rotate={rotate} case {i}"
-        for (a8, ad), (b8, bd) in zip(two, one):
-            assert torch.equal(a8.view(torch.uint8), b8.view(torch.uint8)), f"{what}: e4m3 bytes differ"
-            assert torch.equal(ad.view(torch.int32), bd.view(torch.int32)), f"{what}: descales differ"
-        check_against_torch(q, hk, rotate, *one[0], what)
-
-
-def test_one_visit_slot_over_the_grid(monkeypatch):
-    """A slot of more one-visit items than the grid has CTAs (32k rows of one head at d=128: 512
-    items of 16 KB, the grid 3 per SM) would deadlock it: forced, the call fails (a CUDA error);
-    by default the two-visit schedule runs, and the bytes are the torch path's."""
-    require_cuda_quantize(BF, 128, False)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows = 32768 if sms * 3 < 512 else 256 * sms  # > 3 CTAs per SM of 16 KB items
-    x = make_input((1, rows, 1, 128), BF, seed=81)
-    with pytest.raises(RuntimeError, match="CUDA error"):
-        one_visit(monkeypatch, "1", [(x, False)], 1)
-    torch.cuda.synchronize()
-    (x8, ds), = quantize_cuda([(x, False)], 1)
-    check_against_torch(x, 1, False, x8, ds, f"{rows} rows in one slot")
 
 
 # ---- varlen (packed rows, cu_seqlens: flashcute_fp8_quantize_args.row_bounds) ---------------------

@@ -22,9 +22,6 @@
 // traps (a launch error) instead of hanging the process.
 //
 // The kernel loads each thread's 64 bytes of x into registers, waits, computes, and loads again.
-// Where every slot has at most as many (16 KB) items as the grid has resident CTAs, dense calls
-// take the one-visit kernel instead (one_visit_quantize_kernel: each item read once, held in
-// registers from its amax to its cast; FLASHCUTE_FP8_QUANTIZE_ONE_VISIT switches it for an A/B).
 // Two other designs were measured and removed (benchmarks/RESULTS.md, runs 91-92 and 103): a
 // staged kernel (a warp copying items into a ring of shared-memory stages: 0.314 ms against
 // 0.146 ms at d=128 4k, its warps stalled at CTA barriers) and a resident one (each item read
@@ -85,16 +82,6 @@ constexpr int kWarps = kThreads / 32;
 #define FLASHCUTE_FP8_QUANTIZE_UNITS_PER_STEP 1
 #endif
 constexpr int kMinBlocksPerSm = FLASHCUTE_FP8_QUANTIZE_BLOCKS_PER_SM;
-// Whether calls take the one-visit kernel where it can (FLASHCUTE_FP8_QUANTIZE_ONE_VISIT overrides).
-// Its CTAs per SM: 3 (80 registers a thread): at 4 (64) ptxas spilled loop invariants (the lane
-// splits of head dims 96 / 192) around the held unit.
-#ifndef FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_BLOCKS_PER_SM
-#define FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_BLOCKS_PER_SM 3
-#endif
-constexpr int kOneVisitBlocksPerSm = FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_BLOCKS_PER_SM;
-#ifndef FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_DEFAULT
-#define FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_DEFAULT 1
-#endif
 constexpr int kGroupElems = 8;           // one 16-byte load of fp16/bf16
 constexpr int kGroups = 4;               // groups per thread and unit
 constexpr int kUnitElems = kGroupElems * kGroups;  // 32 coordinates of one row per thread
@@ -107,13 +94,10 @@ constexpr unsigned long long kWaitTimeoutNs = 10ull * 1000 * 1000 * 1000;
 constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's two reads (L2 share)
 
 
-// A kernel's item geometry: units per item; kHeld: the one-visit kernel, whose threads hold
-// their one unit of the item in registers from the amax to the cast (kUnits == kThreads).
-template <int kUnits_, bool kVarlen_ = false, bool kHeld_ = false>
+// The kernel's item geometry: units per item.
+template <int kUnits_, bool kVarlen_ = false>
 struct Geometry {
   static constexpr int kUnits = kUnits_;
-  static constexpr bool kHeld = kHeld_;
-  static_assert(!kHeld || kUnits == kThreads, "a held item is one unit per thread");
   // Row ranges from Tensor::bounds (a launch with a varlen tensor): its own instantiation, so
   // that the dense kernels' code (and registers) stay as they are.
   static constexpr bool kVarlen = kVarlen_;
@@ -122,7 +106,6 @@ struct Geometry {
 template <bool kVarlen>
 using DirectG = Geometry<kItemUnits, kVarlen>;
 using Direct = DirectG<false>;
-using OneVisit = Geometry<kThreads, false, true>;  // dense tensors only
 
 // One tensor as the kernel sees it (element strides; x8 elements are bytes).
 struct Tensor {
@@ -383,85 +366,43 @@ __device__ __forceinline__ unsigned slot_items(const Tensor& t, const Item& it) 
 }
 
 // ---- one item --------------------------------------------------------------------------------
-// An item's place: its first element in x and in x8, and its units.
-struct ItemSpan {
-  const uint16_t* x;
-  int64_t o_base;
-  int units;
-};
-template <int D, class G>
-__device__ __forceinline__ ItemSpan item_span(const Tensor& t, const Item& it) {
-  constexpr int NU = D / kUnitElems;
-  const int row0 = item_row0<G>(t, it);
-  const int rows = item_rows<G>(t, it, row0);
-  const int head0 = it.hk * t.group;
-  return {t.x + it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(head0) * t.xs_h,
-          it.b * t.os_b + int64_t(row0) * t.os_r + int64_t(head0) * t.os_h, rows * t.group * NU};
-}
-
-// Unit u of the item: the address of its x (px; its four 16-byte groups are NU * 8 elements
-// apart) and the offset of its e4m3 bytes in x8; false past the item's end.
-template <int NU>
-__device__ __forceinline__ bool unit_at(const Tensor& t, const ItemSpan& sp, unsigned u, const uint16_t*& px,
-                                        int64_t& o_off) {
-  // unsigned: u / NU and u % NU are a shift and a mask (signed, they need sign fix-ups)
-  const unsigned group = unsigned(t.group);
-  const unsigned lane = u % NU, rh = u / NU;
-  const unsigned r = group == 1 ? rh : rh / group, g = rh - r * group;
-  const int64_t lane_off = lane * kGroupElems;
-  // one address for the unit's four loads (written per load, ptxas rebuilt it from x each time)
-  px = sp.x + (int64_t(r) * t.xs_r + int64_t(g) * t.xs_h + lane_off);
-  o_off = sp.o_base + int64_t(r) * t.os_r + int64_t(g) * t.os_h + lane_off;
-  return int(u) < sp.units;
-}
-
-template <bool kLastUse, int NU>
-__device__ __forceinline__ void load_unit(const uint16_t* px, bool active, uint4 (&raw)[kGroups]) {
-#pragma unroll
-  for (int k = 0; k < kGroups; ++k) {
-    raw[k] = active ? load_group<kLastUse>(px + k * NU * kGroupElems) : make_uint4(0, 0, 0, 0);
-  }
-}
-
-// The one-visit kernel's load: this thread's unit of the item (zeros past its end), read once
-// for both the amax and the cast.
-template <int D>
-__device__ __forceinline__ void load_held_unit(const Tensor& t, const Item& it, uint4 (&held)[kGroups]) {
-  constexpr int NU = D / kUnitElems;
-  const ItemSpan sp = item_span<D, OneVisit>(t, it);
-  const uint16_t* px;
-  int64_t o_off;
-  const bool active = unit_at<NU>(t, sp, threadIdx.x, px, o_off);
-  load_unit</*kLastUse=*/true, NU>(px, active, held);
-}
-
 // Calls fn(v, active, x8_offset, u) for every unit u (32 coordinates of one row and head) of the
 // item, v the fp32 values y (rotated when kRotate). The loop and the shuffles inside it are
-// uniform over the CTA; units past the item's end have active == false and zeros. G::kHeld: x
-// is not read here; the thread's one unit is `held` (load_held_unit).
+// uniform over the CTA; units past the item's end have active == false and zeros.
 template <int D, bool kRotate, bool kLastUse, class In, class G, class Fn>
 __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, const uint32_t* smem_masks,
-                                              const uint4* held, Fn&& fn) {
+                                              Fn&& fn) {
   constexpr int NU = D / kUnitElems;  // threads per row
   static_assert(D % kUnitElems == 0, "head dim must be a multiple of 32");
   static_assert(!kRotate || (kThreads % NU == 0 && 32 % NU == 0), "a rotated row must sit in one warp");
-  static_assert(!G::kHeld || kUnitsPerStep == 1, "a held item is one unit per thread");
-  const ItemSpan sp = item_span<D, G>(t, it);
+  const int group = t.group;
+  const int row0 = item_row0<G>(t, it);
+  const int rows = item_rows<G>(t, it, row0);
+  const int units = rows * group * NU;
+  const int head0 = it.hk * group;
+  const uint16_t* x = t.x + it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(head0) * t.xs_h;
+  const int64_t o_base = it.b * t.os_b + int64_t(row0) * t.os_r + int64_t(head0) * t.os_h;
+
   const uint32_t* masks = smem_masks + (threadIdx.x % NU) * kMaskWords;  // used only with kRotate
 
-  for (int base = 0; base < sp.units; base += kThreads * kUnitsPerStep) {
+  for (int base = 0; base < units; base += kThreads * kUnitsPerStep) {
     uint4 raw[kUnitsPerStep][kGroups];
     int64_t o_off[kUnitsPerStep];
     bool active[kUnitsPerStep];
 #pragma unroll
     for (int s = 0; s < kUnitsPerStep; ++s) {  // issue every load of the step first
-      const uint16_t* px;
-      active[s] = unit_at<NU>(t, sp, unsigned(base + s * kThreads) + threadIdx.x, px, o_off[s]);
-      if constexpr (G::kHeld) {
+      // unsigned: u / NU and u % NU are a shift and a mask (signed, they need sign fix-ups)
+      const unsigned u = unsigned(base + s * kThreads) + threadIdx.x;
+      active[s] = int(u) < units;
+      const unsigned lane = u % NU, rh = u / NU;
+      const unsigned r = group == 1 ? rh : rh / unsigned(group), g = rh - r * unsigned(group);
+      const int64_t lane_off = lane * kGroupElems;
+      // one address for the unit's four loads (written per load, ptxas rebuilt it from x each time)
+      const uint16_t* px = x + (int64_t(r) * t.xs_r + int64_t(g) * t.xs_h + lane_off);
+      o_off[s] = o_base + int64_t(r) * t.os_r + int64_t(g) * t.os_h + lane_off;
 #pragma unroll
-        for (int k = 0; k < kGroups; ++k) raw[s][k] = held[k];
-      } else {
-        load_unit<kLastUse, NU>(px, active[s], raw[s]);
+      for (int k = 0; k < kGroups; ++k) {
+        raw[s][k] = active[s] ? load_group<kLastUse>(px + k * NU * kGroupElems) : make_uint4(0, 0, 0, 0);
       }
     }
 #pragma unroll
@@ -507,7 +448,7 @@ __device__ __forceinline__ int vt_position(int r) {
 // (The bound leaves up to sqrt(D) more range than max |y|; e4m3 is floating point, so that
 // costs precision only below 2^-6 of the range: RMSE unchanged, benchmarks/RESULTS.md.)
 template <int D, bool kRotate, class In, class G>
-__device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared<G>& sm, const uint4* held) {
+__device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared<G>& sm) {
   constexpr int NU = D / kUnitElems;  // adjacent lanes holding one row
   float m = 0.f;
   if constexpr (kRotate) {
@@ -534,13 +475,13 @@ __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared
       for (int o = 1; o < NU; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
       m = fmaxf(m, ss);
     };
-    for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], held, track_row_norm);
+    for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], track_row_norm);
   } else {
     const auto track_max = [&](const float (&v)[kUnitElems], bool, int64_t, int) {
 #pragma unroll
       for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
     };
-    for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], held, track_max);
+    for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], track_max);
   }
   const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
   if (threadIdx.x % 32 == 0) sm.warp_max[threadIdx.x / 32] = w;
@@ -558,22 +499,18 @@ __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared
 
 // Thread 0: the slot's scale (torch's arithmetic: fp32 reciprocal, then times 448; not 448 /
 // amax, which rounds differently for about a quarter of all amax values), and the descale.
-// Thread 0: until every amax item of the item's slot is counted.
-template <class G>
-__device__ __forceinline__ void wait_for_slot(const Args& a, const Tensor& t, const Item& it) {
-  const unsigned need = slot_items<G>(t, it);
-  if (load_acquire(a.done + it.slot) < need) {
-    const unsigned long long start = global_timer_ns();
-    while (load_acquire(a.done + it.slot) < need) {
-      __nanosleep(128);
-      if (global_timer_ns() - start > kWaitTimeoutNs) __trap();  // a schedule bug: fail, don't hang
-    }
-  }
-}
-
 template <class G>
 __device__ __forceinline__ float slot_scale(const Args& a, const Tensor& t, const Item& it, bool wait) {
-  if (wait) wait_for_slot<G>(a, t, it);
+  if (wait) {
+    const unsigned need = slot_items<G>(t, it);
+    if (load_acquire(a.done + it.slot) < need) {
+      const unsigned long long start = global_timer_ns();
+      while (load_acquire(a.done + it.slot) < need) {
+        __nanosleep(128);
+        if (global_timer_ns() - start > kWaitTimeoutNs) __trap();  // a schedule bug: fail, don't hang
+      }
+    }
+  }
   const float amax = __uint_as_float(load_relaxed(a.amax + it.slot));
   const float safe = amax > 0.f ? amax : kE4m3Max;
   if (it.chunk == 0) t.descale[it.b * t.ds_b + it.hk * t.ds_h] = __fmul_rn(safe, t.descale_factor);
@@ -584,7 +521,7 @@ __device__ __forceinline__ float slot_scale(const Args& a, const Tensor& t, cons
 // keys, in V^T's order), then the tile's rows leave as 16-byte stores, one V^T row segment per
 // d; the slot's last item also writes the zero padding up to its 32-key boundary.
 template <int D, class In, class G>
-__device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm, const uint4* held) {
+__device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm) {
   constexpr int kVtTileBytes = G::kVtTileBytes;
   constexpr int NU = D / kUnitElems, kKeys = kVtTileBytes / D;  // keys per item: direct 128 (D 128), 64 (D 256)
   static_assert(kKeys % 32 == 0, "V^T items hold whole 32-key groups (the P permutation's span)");
@@ -620,7 +557,7 @@ __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm, con
       }
     }
   };
-  for_each_unit<D, false, true, In, G>(t, it, sm.masks[it.tensor], held, cast_to_tile);
+  for_each_unit<D, false, true, In, G>(t, it, sm.masks[it.tensor], cast_to_tile);
   __syncthreads();
   row0 = it.chunk * t.rows_per_item;
   const int keys = (max(0, min(t.rows_per_item, t.seqlen - row0)) + 31) / 32 * 32;  // written, padding included
@@ -634,13 +571,12 @@ __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm, con
 }
 
 template <int D, bool kRotate, class In, class G>
-__device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool wait, Shared<G>& sm,
-                          const uint4* held) {
+__device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool wait, Shared<G>& sm) {
   if (threadIdx.x == 0) sm.scale = slot_scale<G>(a, t, it, wait);
   __syncthreads();
   if constexpr (fp8_vt_head_dim(D) && !kRotate) {  // V^T: v, never rotated (the API refuses both)
     if (t.vt) {
-      cast_item_vt<D, In, G>(t, it, sm, held);
+      cast_item_vt<D, In, G>(t, it, sm);
       return;
     }
   }
@@ -660,21 +596,21 @@ __device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool w
       __stcs(reinterpret_cast<uint2*>(x8 + o + k * (D / kUnitElems) * kGroupElems), packed);
     }
   };
-  for_each_unit<D, kRotate, true, In, G>(t, it, sm.masks[it.tensor], held, cast_and_store);
+  for_each_unit<D, kRotate, true, In, G>(t, it, sm.masks[it.tensor], cast_and_store);
 }
 
 template <int D, class In, class G>
 __device__ __forceinline__ void run_item_d(const Args& a, const Tensor& t, const Item& it, bool cast, bool wait,
-                                           Shared<G>& sm, const uint4* held = nullptr) {
+                                           Shared<G>& sm) {
   constexpr bool kCanRotate = (D & (D - 1)) == 0;
   if (kCanRotate && t.rotate) {
     if constexpr (kCanRotate) {
-      if (cast) cast_item<D, true, In>(a, t, it, wait, sm, held);
-      else amax_item<D, true, In>(a, t, it, sm, held);
+      if (cast) cast_item<D, true, In>(a, t, it, wait, sm);
+      else amax_item<D, true, In>(a, t, it, sm);
     }
   } else {
-    if (cast) cast_item<D, false, In>(a, t, it, wait, sm, held);
-    else amax_item<D, false, In>(a, t, it, sm, held);
+    if (cast) cast_item<D, false, In>(a, t, it, wait, sm);
+    else amax_item<D, false, In>(a, t, it, sm);
   }
 }
 
@@ -752,61 +688,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     run_item<In, G>(a, cast, j, /*wait=*/true, sm);
     __syncthreads();  // the prefetched position is visible; the item's shared memory is free
     buf ^= 1;
-  }
-}
-
-// ---- the one-visit kernel ----------------------------------------------------------------------
-// Dense tensors whose slots have at most as many items as the grid has CTAs, all resident (a
-// cooperative launch): x is read once. A CTA claims an item (one unit per thread, 16 KB of x),
-// loads it into registers, publishes its amax, waits for the rest of its slot, claims its next
-// item, and casts the registers. Why: the two-visit schedule reads every chunk twice through L2,
-// and L2, at 89 % of its throughput, bounds it (run 104); this one moves 301 MB through L2 at
-// d=128 4k instead of ~500 (the resident kernel of session 28 had the same aim, with shared-memory
-// stages: 30 % more instructions, and slower).
-// Why it cannot deadlock: items are claimed in order, and a CTA claims only after its slot is
-// complete (then it casts without waiting). So a waiting CTA holds an item of the lowest
-// incomplete slot S, and if S still has unclaimed items, no later item is claimed: the waiting
-// CTAs are fewer than S's items, i.e. fewer than the grid, and a resident CTA that is not waiting
-// claims the next item of S. (A CTA that claimed past the end exits; the counter only grows.)
-// One item at head dim D; returns (in thread 0) the CTA's next position.
-template <int D, class In>
-__device__ __forceinline__ int one_visit_item(const Args& a, const Tensor& t, const Item& it, Shared<OneVisit>& sm) {
-  uint4 held[kGroups];
-  load_held_unit<D>(t, it, held);
-  run_item_d<D, In>(a, t, it, /*cast=*/false, /*wait=*/false, sm, held);  // amax, published
-  int next = 0;
-  if (threadIdx.x == 0) {
-    wait_for_slot<OneVisit>(a, t, it);
-    next = int(atomicAdd(a.next, 1u));  // used after the cast: its round trip overlaps it
-  }
-  run_item_d<D, In>(a, t, it, /*cast=*/true, /*wait=*/false, sm, held);
-  return next;
-}
-
-template <class In>
-__global__ void __launch_bounds__(kThreads, kOneVisitBlocksPerSm)
-    one_visit_quantize_kernel(const __grid_constant__ Args a) {
-  __shared__ __align__(16) Shared<OneVisit> sm;
-  build_sign_masks(a, sm);
-  if (threadIdx.x == 0) sm.next[0] = int(atomicAdd(a.next, 1u));
-  __syncthreads();
-  int pos = sm.next[0];
-  while (pos < a.items) {
-    const Item it = decode_item<OneVisit>(a, pos);
-    const Tensor& t = a.t[it.tensor];
-    int next = 0;
-    switch (t.head_dim) {  // a switch, not with_head_dim: a variable a lambda writes lives in memory
-      case 64: next = one_visit_item<64, In>(a, t, it, sm); break;
-      case 96: next = one_visit_item<96, In>(a, t, it, sm); break;
-      case 128: next = one_visit_item<128, In>(a, t, it, sm); break;
-      case 192: next = one_visit_item<192, In>(a, t, it, sm); break;
-      case 256: next = one_visit_item<256, In>(a, t, it, sm); break;
-      default: break;
-    }
-    __syncthreads();  // the item's shared memory (warp maxima, scale, V^T tile) is free
-    if (threadIdx.x == 0) sm.next[0] = next;
-    __syncthreads();
-    pos = sm.next[0];
   }
 }
 
@@ -924,65 +805,9 @@ cudaError_t bind_workspace(const Fp8QuantizeParams& p, Args& a, int64_t slots, i
                          static_cast<cudaStream_t>(p.stream));
 }
 
-// FLASHCUTE_FP8_QUANTIZE_ONE_VISIT (environment, read per call): "0" the two-visit schedule,
-// "1" the one-visit kernel, an error where it cannot take the call (so that an A/B run never
-// measures the other one unknowingly); unset or anything else: FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_DEFAULT,
-// falling back to the two-visit schedule where it cannot. A lag override (FLASHCUTE_FP8_QUANTIZE_LAG)
-// asks for the two-visit schedule.
-struct OneVisitChoice {
-  bool on, forced;
-};
-OneVisitChoice one_visit_choice() {
-  const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_ONE_VISIT");
-  if (s && (s[0] == '0' || s[0] == '1') && !s[1]) return {s[0] == '1', true};
-  long lag;
-  if (lag_override(&lag)) return {false, false};
-  return {FLASHCUTE_FP8_QUANTIZE_ONE_VISIT_DEFAULT != 0, false};
-}
-
-// The one-visit kernel, if it can take this call (dense tensors; an item of one unit per thread
-// holds at least one row of its slot's heads; every slot at most grid items): returns -1 where it
-// cannot (nothing launched), else the CUDA status.
-template <class In>
-int launch_one_visit(const Fp8QuantizeParams& p) {
-  Args a{};
-  int max_items_per_slot = 1;
-  int64_t item_bytes = 0;
-  const int64_t slots = plan(p, a, OneVisit::kUnits, &max_items_per_slot, &item_bytes);
-  const int grid = std::max(1, p.num_sms) * kOneVisitBlocksPerSm;
-  if (item_bytes > int64_t(OneVisit::kUnits) * kUnitElems * 2 || max_items_per_slot > grid) return -1;
-  if (a.items == 0) return int(cudaSuccess);
-  int64_t prefix_entries = 0;
-  cudaError_t err = bind_workspace(p, a, slots, &prefix_entries);  // dense: no prefix
-  if (err != cudaSuccess) return int(err);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(std::min(grid, a.items)));
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = static_cast<cudaStream_t>(p.stream);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;  // every CTA resident at once, or an error
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  err = cudaLaunchKernelEx(&cfg, one_visit_quantize_kernel<In>, a);
-  if (err == cudaErrorCooperativeLaunchTooLarge || err == cudaErrorNotSupported) {  // fewer SMs free (MPS, ...)
-    (void)cudaGetLastError();
-    return -1;  // the two-visit schedule zeroes the workspace and plans again
-  }
-  return int(err != cudaSuccess ? err : cudaGetLastError());
-}
-
 // kVarlen: some tensor has row_bounds (the kernels' varlen instantiations).
 template <class In, bool kVarlen>
 int launch(const Fp8QuantizeParams& p) {
-  if constexpr (!kVarlen) {
-    const OneVisitChoice choice = one_visit_choice();
-    if (choice.on) {
-      const int r = launch_one_visit<In>(p);
-      if (r >= 0) return r;
-      if (choice.forced) return int(cudaErrorInvalidConfiguration);
-    }
-  }
   Args a{};
   int max_items_per_slot = 1;
   int64_t item_bytes = 0;
