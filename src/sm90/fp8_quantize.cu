@@ -22,12 +22,14 @@
 // traps (a launch error) instead of hanging the process.
 //
 // The kernel loads each thread's 64 bytes of x into registers, waits, computes, and loads again.
-// Two other designs were measured and removed (benchmarks/RESULTS.md, runs 91-92 and 103): a
-// staged kernel (a warp copying items into a ring of shared-memory stages: 0.314 ms against
-// 0.146 ms at d=128 4k, its warps stalled at CTA barriers) and a resident one (each item read
-// once into shared memory, cast once its slot's amax was complete, a cooperative launch: 0.179
-// ms, ~30 % more instructions issued). This kernel is bounded by its instructions per element
-// about as much as by HBM: what it computes per element is what to cut.
+// At d=128 (16k tokens of q, k, v) it takes ~0.14 ms on an H100, bounded by L2's throughput
+// (89 %, run 104): every chunk passes L2 three times (the amax read, the cast's second read, the
+// writes). Three designs that read x once were measured and removed (benchmarks/RESULTS.md):
+// a staged kernel (a warp copying items into a ring of shared-memory stages: 0.314 ms, its warps
+// stalled at CTA barriers; runs 91-92), a resident one (items in shared memory, cast once the
+// slot's amax was complete, a cooperative launch: 0.179 ms, 30 % more instructions; run 103) and
+// a one-visit one (items held in registers: 0.211 ms, 41 % of its stalls at the barrier behind
+// the slot's wait; run 105). Waiting for a slot's amax with x held leaves nothing in flight.
 //
 // Varlen tensors (row_bounds): slots are packed row ranges of different lengths, so a slot has
 // max(1, ceil(rows / rows_per_item)) items; a one-CTA plan kernel writes their prefix into the
