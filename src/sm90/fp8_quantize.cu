@@ -96,18 +96,13 @@ constexpr unsigned long long kWaitTimeoutNs = 10ull * 1000 * 1000 * 1000;
 constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's two reads (L2 share)
 
 
-// The kernel's item geometry: units per item.
-template <int kUnits_, bool kVarlen_ = false>
+// The kernel's instantiation: kVarlen, row ranges from Tensor::bounds (a launch with a varlen
+// tensor), has its own, so that the dense kernel's code (and registers) stay as they are.
+template <bool kVarlen_>
 struct Geometry {
-  static constexpr int kUnits = kUnits_;
-  // Row ranges from Tensor::bounds (a launch with a varlen tensor): its own instantiation, so
-  // that the dense kernels' code (and registers) stay as they are.
   static constexpr bool kVarlen = kVarlen_;
-  static constexpr int kVtTileBytes = kUnits * kUnitElems;  // e4m3 bytes of a V^T item
+  static constexpr int kVtTileBytes = kItemUnits * kUnitElems;  // e4m3 bytes of a V^T item
 };
-template <bool kVarlen>
-using DirectG = Geometry<kItemUnits, kVarlen>;
-using Direct = DirectG<false>;
 
 // One tensor as the kernel sees it (element strides; x8 elements are bytes).
 struct Tensor {
@@ -417,7 +412,7 @@ __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, c
   }
 }
 
-// A V^T item (x8_vt, head dims 128 / 256) is rows_per_item = G::kUnits * 32 / D keys of one
+// A V^T item (x8_vt, head dims 128 / 256) is rows_per_item = kItemUnits * 32 / D keys of one
 // slot: their e4m3 bytes, (D, keys), staged here so that V^T's rows go out as 16-byte stores.
 template <class G>
 struct Shared {
@@ -663,7 +658,7 @@ __device__ void build_sign_masks(const Args& a, Shared<G>& sm) {
 template <class In, bool kVarlen>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     quantize_kernel(const __grid_constant__ Args a, Mode mode) {
-  using G = DirectG<kVarlen>;
+  using G = Geometry<kVarlen>;
   __shared__ __align__(16) Shared<G> sm;
   build_sign_masks(a, sm);
   if (mode != Mode::kFused) {  // one pass, items statically strided over the grid
@@ -747,9 +742,9 @@ bool lag_override(long* lag) {
   return true;
 }
 
-// Item geometry (item_units units per item) and positions of every tensor; returns the number
+// Item geometry (kItemUnits units per item) and positions of every tensor; returns the number
 // of slots.
-int64_t plan(const Fp8QuantizeParams& p, Args& a, int item_units, int* max_items_per_slot, int64_t* item_bytes) {
+int64_t plan(const Fp8QuantizeParams& p, Args& a, int* max_items_per_slot, int64_t* item_bytes) {
   int64_t items = 0, slots = 0;
   *max_items_per_slot = 1;  // dense tensors' slots only: a varlen launch's plan_kernel adds its own
   *item_bytes = 0;
@@ -768,7 +763,7 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int item_units, int* max_items
     t.descale_factor = s.descale_factor;
     std::copy(s.rotation_signs, s.rotation_signs + 8, t.signs);
     const int units_per_row = t.group * (s.head_dim / kUnitElems);
-    t.rows_per_item = std::max(1, item_units / units_per_row);
+    t.rows_per_item = std::max(1, kItemUnits / units_per_row);
     t.items_per_slot = std::max(1, (s.seqlen + t.rows_per_item - 1) / t.rows_per_item);
     t.first_item = int(items);
     t.first_slot = int(slots);
@@ -813,7 +808,7 @@ int launch(const Fp8QuantizeParams& p) {
   Args a{};
   int max_items_per_slot = 1;
   int64_t item_bytes = 0;
-  const int64_t slots = plan(p, a, Direct::kUnits, &max_items_per_slot, &item_bytes);
+  const int64_t slots = plan(p, a, &max_items_per_slot, &item_bytes);
   if (a.items == 0) return int(cudaSuccess);  // batch 0: nothing to write
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   int64_t prefix_entries = 0;
