@@ -6,13 +6,18 @@ Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_atte
   quant         flashcute.fp8.quantize_qkv of q and k (rotated) and v, impl="auto": the mode's
                 overhead (the compiled CUDA kernel where the library has it, else torch ops)
   quant-cuda    the same forced onto the compiled kernel (impl="cuda"): one launch for q, k, v
-  quant-vt      quant with v written as V^T (v_colmajor=True: what fp8-mode runs at d 128/256)
+  quant-vt      quant with v written as V^T (v_colmajor=True: what fp8-mode ran at d 128/256
+                before block-wise scales)
+  quant-blocks  quant-vt with block-wise scales (q per row, k and v per key block, each block
+                read once: what fp8-mode runs at d 128/256 with FP8Config(block_scales=True))
+  fp8-kernel-blocks  the V^T kernel alone on quant-blocks' outputs (block-wise descales)
   quant-torch   the same through the torch ops (impl="torch"), for comparison
   fp8-kernel    the FP8 kernel alone on pre-quantized e4m3 q, k, v with descales
   fp8-mode      flashcute.flash_attn_func(q, k, v, fp8=True): quantize + rotate + attention
   fp8-mode-norot  the same with FP8Config(rotate=False)
   fp8-mode-vtrans the same with FP8Config(v_colmajor=False): V transposed inside the kernel
                 rather than handed over as V^T (the default where it applies: d 128/256, bf16)
+  fp8-mode-heads  the same with FP8Config(block_scales=False): V^T, one scale per (batch, head)
   quant-varlen-cuda, quant-varlen-torch  quantize_qkv of the same q, k, v as packed varlen rows
                 (cu_seqlens, every sequence seqlen long) on the CUDA kernel's varlen path / on torch ops
                 (what impl="auto" takes for varlen until the CUDA path has run on a GPU)
@@ -43,8 +48,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention import environment, make_timer, tflops  # noqa: E402  (same folder)
 
-COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-torch", "quant-varlen-cuda", "quant-varlen-torch",
-           "fp8-kernel", "fp8-mode", "fp8-mode-norot", "fp8-mode-vtrans", "bf16", "cudnn")
+COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-blocks", "quant-torch", "quant-varlen-cuda",
+           "quant-varlen-torch", "fp8-kernel", "fp8-kernel-blocks", "fp8-mode", "fp8-mode-norot",
+           "fp8-mode-vtrans", "fp8-mode-heads", "bf16", "cudnn")
 
 
 def _ints(text):
@@ -99,11 +105,22 @@ def runners(case, torch, flashcute):
     bhsd = [t.transpose(1, 2).contiguous() for t in (q, k, v)]
     norot = F.FP8Config(rotate=False)
     vtrans = F.FP8Config(v_colmajor=False)
+    heads = F.FP8Config(block_scales=False)
+    from flashcute import ops
+    block = ops.vt_key_block(d, s) if hk == h else 0
 
-    def quant(impl, vt=False):
+    def quant(impl, vt=False, block_keys=0):
         def fn():
-            return F.quantize_qkv(q, k, v, rotate=True, impl=impl, v_colmajor=vt)
+            return F.quantize_qkv(q, k, v, rotate=True, impl=impl, v_colmajor=vt, block_keys=block_keys)
         return fn
+
+    def kernel_blocks():
+        return ops.call_fwd(bq8, bk8, bvt8, descales=bds, softmax_scale=d ** -0.5, causal=causal,
+                            window_left=-1, window_right=0 if causal else -1, softcap=0.0, top_left=False,
+                            backend="auto", out_dtype=torch.bfloat16, v_is_vt=True)
+
+    if block:
+        bq8, bk8, bvt8, bds = F.quantize_qkv(q, k, v, rotate=True, v_colmajor=True, block_keys=block)
 
     cu = torch.arange(0, (b + 1) * s, s, device="cuda", dtype=torch.int32)
     packed = [t.reshape(b * s, t.shape[2], d) for t in (q, k, v)]
@@ -123,6 +140,8 @@ def runners(case, torch, flashcute):
         "quant-cuda": quant("cuda"),
         # V^T only where the mode writes it (flashcute.fp8.v_colmajor_applies): n/a elsewhere
         "quant-vt": quant("auto", vt=True) if d in (128, 256) and hk == h else None,
+        "quant-blocks": quant("auto", vt=True, block_keys=block) if block else None,
+        "fp8-kernel-blocks": kernel_blocks if block else None,
         "quant-torch": quant("torch"),
         "quant-varlen-cuda": quant_varlen("cuda"),
         "quant-varlen-torch": quant_varlen("torch"),
@@ -131,6 +150,7 @@ def runners(case, torch, flashcute):
         "fp8-mode": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True),
         "fp8-mode-norot": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=norot),
         "fp8-mode-vtrans": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=vtrans),
+        "fp8-mode-heads": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=heads),
         "bf16": lambda: flashcute.flash_attn_func(q, k, v, causal=causal),
         "cudnn": cudnn,
     }

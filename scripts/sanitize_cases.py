@@ -80,8 +80,9 @@ def fp8_case(d, sq, sk, hq=2, hk=1, batch=2, **kw):
 
 
 def fp8_vt_case(d, sq, sk, **kw):
-    """The FP8 kernel on V^T (the FP8 mode's path, flashcute.ops.v_colmajor) against the same
-    kernel transposing V itself: they must agree bitwise (returns the max difference)."""
+    """The FP8 kernel on V^T (the FP8 mode's path, flashcute.ops.v_colmajor; block-wise
+    descales, here all 1) against the same kernel transposing V itself: they agree to rounding
+    (returns the max difference)."""
     from flashcute import ops
     torch.manual_seed(sq + 3 * sk + d)
     q8, k8, v8 = (torch.randn(2, s, h, d, device="cuda").to(torch.float8_e4m3fn) for s, h in ((sq, 4), (sk, 2), (sk, 2)))
@@ -115,14 +116,15 @@ def fp8_cases():
         if flashcute.supported(-1, "sm90", "e4m3", d):
             diffs = [fp8_vt_case(d, 113, 203), fp8_vt_case(d, 203, 113, causal=True),
                      fp8_vt_case(d, 130, 300, window_size=(40, 7))]
-            # the FP8 mode end to end: the CUDA quantizer writes V^T (x8_vt), the kernel reads it
+            # the FP8 mode end to end: the CUDA quantizer writes V^T (x8_vt) with block-wise scales
+            # (its block kernel), the kernel reads them; 300 keys: a partial block and V^T padding
             torch.manual_seed(d)
-            x = torch.randn(2, 200, 2, d, device="cuda", dtype=torch.bfloat16)
+            x = torch.randn(2, 300, 2, d, device="cuda", dtype=torch.bfloat16)
             on = flashcute.flash_attn_func(x, x, x, causal=True, fp8=True)
             off = flashcute.flash_attn_func(x, x, x, causal=True, fp8=F.FP8Config(v_colmajor=False))
             diffs.append((on.float() - off.float()).abs().nan_to_num(1e9).max().item())
             print(f"sm90 e4m3 V^T hdim {d}: max |V^T - transposing| {['%.2e' % e for e in diffs]}", flush=True)
-            worst = max(worst, max(diffs) * 1e3)  # any difference fails
+            worst = max(worst, max(diffs) * 4)  # rounding only: a garbage or unwritten output fails
     return worst
 
 

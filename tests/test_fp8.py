@@ -559,3 +559,89 @@ def test_row_bounds_are_the_torch_paths_sequences():
         rows = torch.arange(total)
         slot = ((rows[:, None] >= bounds[None, :-1].long()) & (rows[:, None] < bounds[None, 1:].long())).int().argmax(1)
         assert torch.equal(slot, F._rows_to_sequences(cu, total).to(slot.dtype)), (cu_list, total)
+
+
+# ---- block-wise scales (the FP8 mode's V^T path) -------------------------------------------------
+@pytest.mark.parametrize("rows", [1, 128, 192])
+@pytest.mark.parametrize("rotate", [False, True])
+def test_block_quantize_scales_and_round_trip(rows, rotate):
+    """quantize_qkv(block_keys=...) on the torch path: q one scale per (batch, head, row), k and v
+    one per (batch, head, block of rows); the descale is the block's amax / 448 (with the rotation
+    the bound sqrt(d * max row sum x^2) times 1/sqrt(d)); x8 * descale round-trips within e4m3's
+    precision; an outlier only coarsens its own block."""
+    b, s, h, d = 2, 300, 3, 128
+    x = rnd(b, s, h, d, dtype=torch.float32, seed=rows)
+    x[1, 250, 2, 5] = 500.0
+    x8, ds = F._quantize_torch_blocks(x, rows, rotate, 7)
+    nb = -(-s // rows)
+    assert x8.shape == x.shape and x8.dtype == E4M3 and ds.shape == (b, h, nb) and ds.dtype == torch.float32
+    y = F.hadamard(x, seed=7) * math.sqrt(d) if rotate else x  # the unnormalised rotated values
+    want = torch.zeros(b, h, nb)
+    for j in range(nb):
+        blk = x[:, j * rows:(j + 1) * rows].double()  # (b, rows, h, d)
+        if rotate:
+            want[:, :, j] = (blk.square().sum(-1).amax(1) * d).sqrt().float() / math.sqrt(d) / 448.0
+        else:
+            want[:, :, j] = blk.abs().amax(dim=(1, 3)).float() / 448.0
+    torch.testing.assert_close(ds, want, rtol=2e-6, atol=0)
+    back = F.dequantize(x8, ds, block_rows=rows) * (math.sqrt(d) if rotate else 1.0)
+    per_row = ds.repeat_interleave(rows, 2)[:, :, :s].transpose(1, 2).unsqueeze(-1) * (math.sqrt(d) if rotate else 1)
+    assert torch.all((back - y).abs() <= y.abs() * 2.0 ** -4 + per_row * 2.0 ** -9 + 1e-5 * y.abs())
+    assert (back - y).abs().max() > 0
+    # the outlier's block has the largest descale of its head; other blocks do not see it
+    j = 250 // rows
+    assert ds[1, 2, j] == ds[1, 2].max() and (ds[1, 2] < ds[1, 2, j]).sum() == nb - 1
+
+
+def test_quantize_qkv_block_keys():
+    q, k, v = rnd(2, 70, 4, 128, seed=1), rnd(2, 90, 2, 128, seed=2), rnd(2, 90, 2, 128, seed=3)
+    q8, k8, v8, (qd, kd, vd) = F.quantize_qkv(q, k, v, rotate=True, seed=3, block_keys=64)
+    assert qd.shape == (2, 4, 70) and kd.shape == vd.shape == (2, 2, 2)
+    for (a8, ad), (x, r, rows) in zip(((q8, qd), (k8, kd), (v8, vd)), ((q, True, 1), (k, True, 64), (v, False, 64))):
+        b8, bd = F._quantize_torch_blocks(x, rows, r, 3)
+        assert torch.equal(ad, bd) and torch.equal(a8.float(), b8.float())
+    _, _, vt, _ = F.quantize_qkv(q, k, v, block_keys=64, v_colmajor=True)
+    from flashcute.ops import v_colmajor
+    assert torch.equal(vt.float(), v_colmajor(v8).float())
+    for bad in (dict(block_keys=-1), dict(block_keys=True), dict(block_keys=48, v_colmajor=True)):
+        with pytest.raises(ValueError, match="block_keys"):
+            F.quantize_qkv(q, k, v, **bad)
+    with pytest.raises(ValueError, match="block_keys"):
+        cu = torch.tensor([0, 70], dtype=torch.int32)
+        F.quantize_qkv(q[0], k[0, :70], v[0, :70], cu_seqlens_q=cu, cu_seqlens_k=cu, block_keys=64)
+    torch.library.opcheck(torch.ops.flashcute.fp8_quantize_qkv.default,
+                          (q, k, v, 2, True, 3, None, None, "torch", True, 64),
+                          test_utils=("test_schema", "test_faketensor"))
+    with FakeTensorMode():
+        fq, fk = cu_empty(2, 33, 8, 128), cu_empty(2, 300, 2, 128)
+        _, _, fv8, (fqd, fkd, fvd) = F.quantize_qkv(fq, fk, fk, v_colmajor=True, block_keys=128)
+        assert fqd.shape == (2, 8, 33) and fkd.shape == fvd.shape == (2, 2, 3) and fv8.shape == (2, 2, 128, 320)
+
+
+def test_block_quantize_c_abi_validation():
+    ws = 0x40000
+    for kw, exc, msg in [(dict(block_rows=-1), ValueError, "block_rows"),
+                         (dict(block_rows=4, heads_k=1), NotImplementedError, "heads == heads_k"),
+                         (dict(block_rows=300), NotImplementedError, "exceed"),
+                         (dict(block_rows=48, x8_vt=1), ValueError, "multiple of 32"),
+                         (dict(block_rows=4, row_bounds=0x50000, batch=3, seqlen=40), NotImplementedError, "dense")]:
+        with pytest.raises(exc, match=msg):
+            _lib.fp8_quantize([_abi_args(**kw)], ws, 4096, -1, 0)
+    with pytest.raises(ValueError, match="block-wise or per slot"):
+        _lib.fp8_quantize([_abi_args(block_rows=1), _abi_args()], ws, 4096, -1, 0)
+
+
+def test_emulation_block_descales_equal_per_head_when_constant():
+    """With every block of a head given the same descale, the block-wise emulation (v's descale in
+    P's exponent, divided out of the row sum) is the per-head one up to P's rounding: the factor
+    cancels against the row max."""
+    torch.manual_seed(0)
+    q8, k8, v8 = (torch.randn(2, n, h, 64).mul(40).clamp(-448, 448).to(E4M3)
+                  for n, h in ((50, 4), (130, 2), (130, 2)))
+    qd, kd, vd = torch.rand(2, 2) * 0.05 + 0.01, torch.rand(2, 2) * 0.05 + 0.01, torch.rand(2, 2) * 0.05 + 0.01
+    per_head = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, causal=True, out_dtype=None, p_offset_log2=8.0)
+    blocks = attention_fp8_emulated(q8, k8, v8, qd.repeat_interleave(2, 1)[:, :, None].expand(2, 4, 50),
+                                    kd[:, :, None].expand(2, 2, 3), vd[:, :, None].expand(2, 2, 3), causal=True,
+                                    out_dtype=None, p_offset_log2=8.0, descale_block_keys=64)
+    torch.testing.assert_close(blocks[1], per_head[1], rtol=0, atol=1e-5)
+    assert (blocks[0] - per_head[0]).abs().max().item() <= 1e-3 * per_head[0].abs().max().item()

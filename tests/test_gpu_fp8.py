@@ -71,21 +71,24 @@ def quantized(b, sq, sk, hq, hk, d, dv=None, seed=0, varlen_cu=None):
     return out
 
 
-def check_fp8_kernel(qs, ks, vs, what, out_dtype=BF, varlen=False, atol=1e-3, **kw):
+def check_fp8_kernel(qs, ks, vs, what, out_dtype=BF, varlen=False, atol=1e-3, block=0, vt=None, **kw):
+    """block > 0: block-wise descales (q per row, k and v per `block` keys) on the V^T kernel
+    (vt: V^T of v8)."""
     (q8, qd), (k8, kd), (v8, vd) = qs, ks, vs
     out, lse = nan_out(q8, v8, varlen, out_dtype)
-    _fwd_into(q8, k8, v8, out, lse, descales=(qd, kd, vd), **kw)
+    _fwd_into(q8, k8, v8, out, lse, descales=(qd, kd, vd), vt=vt, **kw)
     assert not torch.isnan(out).any(), f"{what}: NaN in out (an element was not written?)"
     assert not torch.isnan(lse).any(), f"{what}: NaN in lse"
     lay = "thd" if varlen else "bshd"
     ref_kw = {k: v for k, v in kw.items() if k not in ("backend", "max_seqlen_q", "max_seqlen_k")}
     cu = dict(cu_seqlens=kw.get("cu_seqlens_q")), dict(cu_seqlens=kw.get("cu_seqlens_k"))
-    deq = [F.dequantize(q8, qd, lay, **cu[0], dtype=torch.float64),
-           F.dequantize(k8, kd, lay, **cu[1], dtype=torch.float64),
-           F.dequantize(v8, vd, lay, **cu[1], dtype=torch.float64)]
+    rows = (1, block, block) if block else (0, 0, 0)
+    deq = [F.dequantize(q8, qd, lay, **cu[0], dtype=torch.float64, block_rows=rows[0]),
+           F.dequantize(k8, kd, lay, **cu[1], dtype=torch.float64, block_rows=rows[1]),
+           F.dequantize(v8, vd, lay, **cu[1], dtype=torch.float64, block_rows=rows[2])]
     ref, lref = attention_ref(*deq, **ref_kw)
     emu, lemu = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, out_dtype=out_dtype,
-                                       p_offset_log2=KERNEL_P_OFFSET, **ref_kw)
+                                       p_offset_log2=KERNEL_P_OFFSET, descale_block_keys=block, **ref_kw)
     err = (out.double() - ref).abs().max().item() if out.numel() else 0.0
     err_emu = (emu.double() - ref).abs().max().item() if out.numel() else 0.0
     assert err <= 2 * err_emu + atol, f"{what}: out error {err:.3e} > 2 * {err_emu:.3e} + {atol}"
@@ -97,7 +100,8 @@ def check_fp8_kernel(qs, ks, vs, what, out_dtype=BF, varlen=False, atol=1e-3, **
         # reference for LSE takes its scores from the tensor cores too (torch._scaled_mm, fast
         # accumulation); with exact scores the bound would be the fp32 rounding (~1e-6).
         _, ltc = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, out_dtype=out_dtype,
-                                        p_offset_log2=KERNEL_P_OFFSET, tensor_core_scores=True, **ref_kw)
+                                        p_offset_log2=KERNEL_P_OFFSET, tensor_core_scores=True,
+                                        descale_block_keys=block, **ref_kw)
         lerr = (lse.double() - lref)[fin].abs().max().item()
         lerr_emu = max((lemu.double() - lref)[fin].abs().max().item(),
                        (ltc.double() - lref)[fin].abs().max().item())
@@ -177,20 +181,100 @@ def test_fp8_kernel_deterministic_100_runs():
 @pytest.mark.parametrize("d", [128, 256])
 @pytest.mark.parametrize("sq,sk", [(300, 1), (300, 203), (1000, 4099)])  # 4099 keys: d=128's 192-key tile
 @pytest.mark.parametrize("mi", [0, 1, 2])
-def test_fp8_kernel_v_colmajor_bitwise(d, sq, sk, mi):
-    """The kernel on V^T (no in-kernel transpose) gives bitwise the in-kernel transpose's output
-    and LSE: the same bytes meet in the same WGMMAs. NaN-poisoned outputs; GQA; key counts that
-    are not multiples of 32 (V^T's zero padding)."""
+def test_fp8_kernel_v_colmajor_per_head_descales(d, sq, sk, mi):
+    """The V^T kernel (block-wise descales) given one descale per (batch, heads_k): the 2x rule
+    against the emulation, and within rounding of the in-kernel transpose's output (the two
+    differ only in where v's descale is applied: in P's exponent, where the block-wise
+    arithmetic cancels it, or on O). NaN-poisoned outputs; GQA; key counts that are not
+    multiples of 32 (V^T's zero padding)."""
     from flashcute import ops
     require_fp8(d)
-    (q8, qd), (k8, kd), (v8, vd) = quantized(2, sq, sk, 8, 2, d, seed=sk + mi)
-    res = []
-    for vt in (None, ops.v_colmajor(v8)):
-        out, lse = nan_out(q8, v8, False)
-        _fwd_into(q8, k8, v8, out, lse, descales=(qd, kd, vd), vt=vt, **MASKS[mi])
-        res.append((out, lse))
-    assert not res[1][0].isnan().any()
-    assert torch.equal(res[0][0], res[1][0]) and torch.equal(res[0][1], res[1][1])
+    qs, ks, vs = quantized(2, sq, sk, 8, 2, d, seed=sk + mi)
+    base, lbase = check_fp8_kernel(qs, ks, vs, f"transposing d={d} {sq}x{sk} m{mi}", **MASKS[mi])
+    out, lse = check_fp8_kernel(qs, ks, vs, f"V^T d={d} {sq}x{sk} m{mi}", vt=ops.v_colmajor(vs[0]), **MASKS[mi])
+    assert (out.float() - base.float()).abs().max().item() <= 1e-2
+    fin = torch.isfinite(lbase)
+    assert torch.equal(torch.isfinite(lse), fin)
+    assert (lse - lbase)[fin].abs().max().item() <= 1e-5
+
+
+def block_quantized(b, sq, sk, hq, hk, d, seed=0, rotate=False, impl="torch"):
+    """Random bf16 q/k/v (with outliers, whose blocks get their own scales) quantized block-wise
+    for the V^T kernel: (q8, qd (b, hq, sq)), (k8, kd), (v8, vd (b, hk, blocks)), V^T of v8, block."""
+    from flashcute import ops
+    torch.manual_seed(seed)
+    x = []
+    for i, shp in enumerate([(b, sq, hq, d), (b, sk, hk, d), (b, sk, hk, d)]):
+        t = _randn(*shp, dtype=BF) * (1.0 + i)
+        t.view(-1)[:: 997] *= 20
+        x.append(t)
+    block = ops.vt_key_block(d, sk)
+    q8, k8, vt8, (qd, kd, vd) = F.quantize_qkv(*x, rotate=rotate, impl=impl, v_colmajor=True, block_keys=block)
+    _, _, v8, _ = F.quantize_qkv(*x, rotate=rotate, impl="torch", block_keys=block)
+    return (q8, qd), (k8, kd), (v8, vd), vt8, block
+
+
+@pytest.mark.parametrize("d", [128, 256])
+@pytest.mark.parametrize("sq,sk", [(300, 1), (300, 203), (1000, 4099), (64, 4096)])
+@pytest.mark.parametrize("mi", [0, 1, 2, 3])
+def test_fp8_kernel_block_descales(d, sq, sk, mi):
+    """Block-wise descales (q per row, k and v per key block) on the V^T kernel: the 2x rule
+    against the block-wise emulation, on the fp64 reference of the block-dequantized inputs."""
+    require_fp8(d)
+    qs, ks, vs, vt8, block = block_quantized(2, sq, sk, 8, 2, d, seed=sk + 3 * mi, rotate=mi % 2 == 1)
+    assert ks[1].shape == (2, 2, -(-sk // block)) and qs[1].shape == (2, 8, sq)
+    check_fp8_kernel(qs, ks, vs, f"blocks d={d} {sq}x{sk} m{mi}", block=block, vt=vt8, **MASKS[mi])
+
+
+def test_fp8_kernel_block_descales_softcap_and_refusals():
+    from flashcute import ops
+    d = 128
+    require_fp8(d)
+    qs, ks, vs, vt8, block = block_quantized(1, 257, 300, 4, 2, d, seed=11)
+    check_fp8_kernel(qs, ks, vs, "blocks softcap", block=block, vt=vt8, softcap=10.0, causal=True)
+    # a block that is not the kernel's key tile is refused, not misread
+    q8, k8, vt8b, (qd, kd, vd) = F.quantize_qkv(*(_randn(1, 300, h, d, dtype=BF) for h in (4, 2, 2)),
+                                                 impl="torch", v_colmajor=True, block_keys=64)
+    out, lse = nan_out(q8, vs[0], False)
+    with pytest.raises(ValueError, match="descale_block_keys"):
+        _fwd_into(q8, k8, vs[0], out, lse, descales=(qd, kd, vd), vt=vt8b)
+    assert ops.vt_key_block(d, 300) == 128 != 64
+
+
+@pytest.mark.parametrize("d", [128, 256])
+@pytest.mark.parametrize("s", [1, 300, 4099])
+@pytest.mark.parametrize("rotate", [False, True])
+def test_block_quantize_cuda_equals_torch(d, s, rotate):
+    """The CUDA quantizer's block-wise scales (one launch: q per row, k and v per key block, v as
+    V^T) against the torch path: without the rotation bitwise (bytes and descales), with it
+    descales within 1e-6 and bytes a rare e4m3 step apart (fp32 sums in another order).
+    Outputs poisoned first (e4m3 NaN 0x7f, NaN descales)."""
+    from flashcute import ops
+    require_fp8(d)
+    if not flashcute.build_info()["fp8_quantize"]:
+        pytest.skip("no CUDA quantizer in this build")
+    torch.manual_seed(s + d)
+    q, k, v = (_randn(2, s, h, d, dtype=BF) * (1 + i) for i, h in enumerate((6, 3, 3)))
+    q.view(-1)[::613] *= 30
+    block = ops.vt_key_block(d, s)
+    jobs = [(q, rotate, 1), (k, rotate, block), (v, False, block)]
+    outs = [(torch.full(ops.vt_shape(x) if i == 2 else x.shape, 0x7F, dtype=torch.uint8, device=DEVICE).view(E4M3),
+             torch.full((2, x.shape[2], -(-s // rows)), math.nan, device=DEVICE))
+            for i, (x, _, rows) in enumerate(jobs)]
+    got = F._quantize_cuda_blocks(jobs, 0, outs=outs, vt_last=True)
+    for i, (x, r, rows) in enumerate(jobs):
+        ref8, refd = F._quantize_torch_blocks(x, rows, r, 0)
+        if i == 2:
+            ref8 = ops.v_colmajor(ref8)
+        g8, gd = got[i]
+        if not r:
+            assert torch.equal(gd, refd), i
+            assert torch.equal(g8.view(torch.uint8), ref8.view(torch.uint8)), i
+        else:
+            assert torch.allclose(gd, refd, rtol=1e-6, atol=0), i
+            diff = (g8.float() - ref8.float()).abs()
+            assert (diff > 0).float().mean().item() < 1e-3, i
+            assert (diff <= ref8.float().abs() * 0.125 + 2 ** -9).all(), i
 
 
 @pytest.mark.parametrize("d", [128, 256])
@@ -212,26 +296,37 @@ def test_quantize_v_colmajor_cuda_equals_torch(d, s):
     assert torch.equal(v8t.view(torch.uint8), ops.v_colmajor(ref8).view(torch.uint8))
 
 
-def test_fp8_mode_v_colmajor_bitwise_and_fallbacks(monkeypatch):
-    """FP8Config(v_colmajor=True) (the default) against False: bitwise equal where the V^T path
-    applies (d = 128 / 256, bf16, the kernel reading the quantizer's V^T), and not taken for fp16
-    results or other head dims."""
+def test_fp8_mode_paths_and_fallbacks(monkeypatch):
+    """The FP8 mode's three dense paths: V^T with block-wise scales (the default), V^T with one
+    scale per (batch, heads_k) (block_scales=False), the in-kernel transpose (v_colmajor=False):
+    each passes the mode's accuracy rule; V^T is not taken for fp16 results or other head dims."""
     from flashcute import ops
     seen = []
     real = ops._launch
-    monkeypatch.setattr(ops, "_launch", lambda *a, **kw: seen.append(a[-1]) or real(*a, **kw))
+    monkeypatch.setattr(ops, "_launch", lambda *a, **kw: seen.append((a[-1], a[10] is not None and a[10].dim() == 3))
+                        or real(*a, **kw))
     for d, dtype, expect in ((128, BF, True), (256, BF, True), (128, torch.float16, False), (64, BF, False)):
         require_fp8(d)
         torch.manual_seed(d)
         q, k, v = (_randn(2, 517, h, d, dtype=dtype) for h in (8, 2, 2))
         seen.clear()
-        on = flashcute.flash_attn_func(q, k, v, causal=True, fp8=True, return_lse=True)
-        off = flashcute.flash_attn_func(q, k, v, causal=True, fp8=F.FP8Config(v_colmajor=False), return_lse=True)
-        assert seen == [expect, False], (d, dtype, seen)
-        assert torch.equal(on[0], off[0]) and torch.equal(on[1], off[1])
+        for cfg in (True, F.FP8Config(block_scales=False), F.FP8Config(v_colmajor=False)):
+            mode_check(q, k, v, cfg, f"mode paths d={d} {dtype} {cfg}", causal=True)
+        assert seen == [(expect, expect), (expect, False), (False, False)], (d, dtype, seen)
         sdpa = flashcute.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                       is_causal=True, enable_gqa=True, fp8=True)
-        assert seen[-1] == expect and sdpa.shape == (2, 8, 517, d)
+        assert seen[-1] == (expect, expect) and sdpa.shape == (2, 8, 517, d)
+
+
+def test_fp8_mode_block_scales_deterministic_100_runs():
+    d = 128
+    require_fp8(d)
+    torch.manual_seed(4)
+    q, k, v = (_randn(2, 1024, h, d, dtype=BF) for h in (16, 4, 4))
+    first = flashcute.flash_attn_func(q, k, v, causal=True, fp8=True, return_lse=True)
+    for _ in range(99):
+        out, lse = flashcute.flash_attn_func(q, k, v, causal=True, fp8=True, return_lse=True)
+        assert torch.equal(out, first[0]) and torch.equal(lse, first[1])
 
 
 # ---- the FP8 mode -------------------------------------------------------------------------------
@@ -241,12 +336,10 @@ def mode_check(q, k, v, cfg, what, atol=1e-3, **kw):
     assert out.dtype == q.dtype and out.shape == q.shape[:-1] + v.shape[-1:]
     ref, lref = attention_ref(q, k, v, **kw)
     c = F.resolve_config(cfg)
-    hk = k.shape[-2]
-    q8, qd = F.quantize(q, hk, rotate=c.rotate, seed=c.seed)
-    k8, kd = F.quantize(k, hk, rotate=c.rotate, seed=c.seed)
-    v8, vd = F.quantize(v, hk)
+    block = F.mode_block_keys(q, k, v, c, F.v_colmajor_applies(q, k, v, c, "auto"))
+    q8, k8, v8, (qd, kd, vd) = F.quantize_qkv(q, k, v, rotate=c.rotate, seed=c.seed, block_keys=block)
     emu, lemu = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, out_dtype=q.dtype,
-                                       p_offset_log2=KERNEL_P_OFFSET, **kw)
+                                       p_offset_log2=KERNEL_P_OFFSET, descale_block_keys=block, **kw)
     err = (out.double() - ref).abs().max().item()
     err_emu = (emu.double() - ref).abs().max().item()
     assert err <= 2 * err_emu + atol, f"{what}: {err:.3e} > 2 * {err_emu:.3e} + {atol}"
@@ -357,11 +450,16 @@ def test_fp8_outlier_rmse():
     best = rmse(flashcute.flash_attn_func(q, k, v, fp8=True))
     plain = rmse(flashcute.flash_attn_func(q, k, v, fp8=F.FP8Config(rotate=False)))
     bf16 = rmse(flashcute.flash_attn_func(q, k, v))
+    heads = rmse(flashcute.flash_attn_func(q, k, v, fp8=F.FP8Config(block_scales=False)))
     # The same quantized inputs through the exact emulation: the error e4m3 itself sets here.
-    q8, k8, v8, (qd, kd, vd) = F.quantize_qkv(q, k, v)
-    floor = rmse(attention_fp8_emulated(q8, k8, v8, qd, kd, vd, p_offset_log2=KERNEL_P_OFFSET)[0])
-    print(f"\nFP8 outlier test RMSE: rotation+per-head {best:.3e} (exact emulation of the same e4m3 "
-          f"inputs {floor:.3e}), per-head {plain:.3e}, bf16 kernel {bf16:.3e}")
+    cfg = F.resolve_config(True)
+    block = F.mode_block_keys(q, k, v, cfg, F.v_colmajor_applies(q, k, v, cfg, "auto"))
+    q8, k8, v8, (qd, kd, vd) = F.quantize_qkv(q, k, v, block_keys=block)
+    floor = rmse(attention_fp8_emulated(q8, k8, v8, qd, kd, vd, p_offset_log2=KERNEL_P_OFFSET,
+                                        descale_block_keys=block)[0])
+    print(f"\nFP8 outlier test RMSE: rotation+{'block' if block else 'per-head'} scales {best:.3e} (exact "
+          f"emulation of the same e4m3 inputs {floor:.3e}), rotation+per-head {heads:.3e}, per-head "
+          f"{plain:.3e}, bf16 kernel {bf16:.3e}")
     # The kernel adds no error of its own beyond e4m3's rounding (2 % covers rounding order).
     assert best <= 1.02 * floor, f"FP8 kernel RMSE {best:.3e} above its emulation's {floor:.3e}"
     assert best <= 9.1e-3, f"FP8 mode RMSE {best:.3e} above FA3's 9.1e-3 (per-head without rotation: {plain:.3e})"
@@ -392,3 +490,11 @@ def test_fp8_kernel_row_max_rising_block_by_block(step_log2):
     qs, ks, vs = (F.quantize(x, 4) for x in (q, k, v))
     for causal in (False, True):
         check_fp8_kernel(qs, ks, vs, f"e4m3 step {step_log2} causal {causal}", causal=causal, backend="sm90")
+    # block-wise descales: the row max in log2 units with v's per-block bias (online_scaled)
+    from flashcute import ops
+    block = ops.vt_key_block(d, 2048)
+    q8, k8, vt8, (qd, kd, vd) = F.quantize_qkv(q, k, v, rotate=False, v_colmajor=True, block_keys=block)
+    _, _, v8, _ = F.quantize_qkv(q, k, v, rotate=False, impl="torch", block_keys=block)
+    for causal in (False, True):
+        check_fp8_kernel((q8, qd), (k8, kd), (v8, vd), f"blocks step {step_log2} causal {causal}", causal=causal,
+                         block=block, vt=vt8)

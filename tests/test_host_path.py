@@ -276,7 +276,8 @@ _FWD_ARGS_PARAMS = dict(
     head_dim_v=31, dtype=1, out_dtype=2, softmax_scale=0.125, causal=1, window_left=-1, window_right=33,
     mask_align=1, softcap=2.5, cu_seqlens_q=0x6000, cu_seqlens_k=0x7000, seqused_k=0x8000, total_q=34,
     total_k=35, q_descale=0x9000, k_descale=0xA000, v_descale=0xB000, descale_strides=(36, 37), backend=2,
-    device=3, stream=0xC000, v_colmajor=1, tile_counter=0xD000)
+    device=3, stream=0xC000, v_colmajor=1, tile_counter=0xD000, descale_block_keys=192,
+    q_descale_strides=(38, 39))
 
 _EXPECTED_FIELDS = dict(
     struct_size=ctypes.sizeof(_lib.FwdArgs), q=0x1000, k=0x2000, v=0x3000, out=0x4000, lse=0x5000,
@@ -287,7 +288,7 @@ _EXPECTED_FIELDS = dict(
     window_left=-1, window_right=33, mask_align=1, softcap=2.5, cu_seqlens_q=0x6000, cu_seqlens_k=0x7000,
     seqused_k=0x8000, total_q=34, total_k=35, q_descale=0x9000, k_descale=0xA000, v_descale=0xB000,
     descale_batch_stride=36, descale_head_stride=37, backend=2, device=3, stream=0xC000, v_colmajor=1,
-    tile_counter=0xD000)
+    tile_counter=0xD000, descale_block_keys=192, q_descale_batch_stride=38, q_descale_head_stride=39)
 
 
 def fields(a):
@@ -346,7 +347,7 @@ def test_launch_fills_every_field_dense(captured_args):
         mask_align=_lib.ALIGN_TOP_LEFT, softcap=1.5, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None,
         total_q=0, total_k=0, q_descale=None, k_descale=None, v_descale=None, descale_batch_stride=0,
         descale_head_stride=0, backend=_lib.BACKEND_SM80, device=-1, stream=0xABC0, v_colmajor=0,
-        tile_counter=None)
+        tile_counter=None, descale_block_keys=0, q_descale_batch_stride=0, q_descale_head_stride=0)
     assert captured_args == [expected]
 
 
@@ -371,7 +372,32 @@ def test_launch_fills_every_field_varlen_fp8(captured_args):
         window_right=-1, mask_align=_lib.ALIGN_BOTTOM_RIGHT, softcap=0.0, cu_seqlens_q=cq.data_ptr(),
         cu_seqlens_k=ck.data_ptr(), seqused_k=used.data_ptr(), total_q=tq, total_k=tk,
         q_descale=qd.data_ptr(), k_descale=None, descale_batch_stride=hk, descale_head_stride=1,
-        backend=_lib.BACKEND_AUTO, device=-1, stream=0xABC0, v_colmajor=0, tile_counter=None)
+        backend=_lib.BACKEND_AUTO, device=-1, stream=0xABC0, v_colmajor=0, tile_counter=None,
+        descale_block_keys=0, q_descale_batch_stride=0, q_descale_head_stride=0)
+
+
+@pytest.mark.parametrize("sk,block", [(300, 128), (4100, 192)])
+def test_launch_passes_block_descales_with_vt(captured_args, sk, block):
+    """The FP8 mode's block-wise descales (3-D) on V^T: the key block is the kernel's tile
+    (ops.vt_key_block), q's strides per (batch, head) row, k's and v's per block."""
+    b, sq, hq, hk, d = 2, 5, 4, 2, 128
+    q, k = rnd(b, sq, hq, d).to(torch.float8_e4m3fn), rnd(b, sk, hk, d, seed=1).to(torch.float8_e4m3fn)
+    vt = ops.v_colmajor(rnd(b, sk, hk, d, seed=2).to(torch.float8_e4m3fn))
+    nb = -(-sk // block)
+    qd, kd, vd = torch.ones(b, hq, sq), torch.ones(b, hk, nb), torch.ones(b, hk, nb)
+    out, lse = torch.empty(b, sq, hq, d, dtype=BF), torch.empty(b, hq, sq)
+    ops._launch(q, k, vt, out, lse, None, None, None, 0, 0, qd, kd, vd, 0.5, False, -1, -1, 0.0, False, "sm90", True)
+    got = captured_args[0]
+    assert (got["descale_block_keys"], got["q_descale_batch_stride"], got["q_descale_head_stride"]) == (block, hq * sq, sq)
+    assert (got["descale_batch_stride"], got["descale_head_stride"], got["v_colmajor"]) == (hk * nb, nb, 1)
+    assert (got["q_descale"], got["k_descale"], got["v_descale"]) == (qd.data_ptr(), kd.data_ptr(), vd.data_ptr())
+
+
+def test_vt_key_block_mirrors_the_library():
+    for d in (64, 96, 128, 192, 256):
+        for sk in (0, 1, 4095, 4096, 100000):
+            assert ops.vt_key_block(d, sk) == _lib.fp8_descale_block_keys(d, d, sk), (d, sk)
+    assert _lib.fp8_descale_block_keys(192, 128, 4096) == 0
 
 
 @pytest.mark.parametrize("be,causal,window_right,sms,passed", [

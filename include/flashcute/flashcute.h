@@ -130,7 +130,23 @@ typedef struct flashcute_fwd_args {
    * it zero again once it completes. Launches that may run concurrently need separate scratch.
    * NULL: a static tile order. Other calls ignore it. */
   int32_t* tile_counter;
+
+  /* Appended in 0.1. Block-wise FP8 descales (descale_block_keys > 0; with v_colmajor only, the
+   * kernels of the FP8 mode): q_descale holds one factor per query row,
+   * [b * q_descale_batch_stride + h_q * q_descale_head_stride + row] (contiguous: shape (batch,
+   * heads_q, seqlen_q)); k_descale and v_descale one per block of descale_block_keys keys,
+   * [b * descale_batch_stride + h_k * descale_head_stride + key / descale_block_keys] (contiguous:
+   * (batch, heads_k, ceil(seqlen_k / descale_block_keys))). descale_block_keys must be
+   * flashcute_fp8_descale_block_keys(head_dim, head_dim_v, seqlen_k), the kernel's key block.
+   * 0: the descales above, one per (batch, heads_k). */
+  int32_t descale_block_keys;
+  int64_t q_descale_batch_stride, q_descale_head_stride;
 } flashcute_fwd_args;
+
+/* The key block of block-wise FP8 descales (flashcute_fwd_args.descale_block_keys) for these
+ * head dims and seqlen_k: the sm90 FP8 V^T kernel's key tile. 0 where block-wise descales are not
+ * built (head dims other than (128, 128) and (256, 256)). */
+FLASHCUTE_API int flashcute_fp8_descale_block_keys(int head_dim, int head_dim_v, int seqlen_k);
 
 /* The library's own sizeof(flashcute_fwd_args); callers compare it with theirs. */
 FLASHCUTE_API size_t flashcute_fwd_args_size(void);
@@ -212,6 +228,16 @@ typedef struct flashcute_fp8_quantize_args {
    * decrease somewhere are an error the library cannot see without a host sync: the tensor's
    * slots are then left unwritten (x8 and descale), never a hang or an access outside x. */
   const int32_t* row_bounds;
+
+  /* Appended in 0.1 (older callers send a smaller struct_size: 0).
+   * block_rows > 0 (dense, heads == heads_k; every tensor of the call alike, all > 0 or all 0):
+   * block-wise scales, one per block of block_rows rows of each (batch, head) instead of one per
+   * slot: descale is (batch, heads, ceil(seqlen / block_rows)) with strides descale_batch_stride,
+   * descale_head_stride and 1, and amax above is taken over the block's rows (block_rows = 1:
+   * per row, q's for the FP8 kernel's block-wise descales; block_rows =
+   * flashcute_fp8_descale_block_keys(...): k's and v's, a multiple of 32 with x8_vt). Each block
+   * is read from memory once. block_rows * head_dim <= 32768. */
+  int32_t block_rows;
 } flashcute_fp8_quantize_args;
 
 /* The library's own sizeof(flashcute_fp8_quantize_args). */

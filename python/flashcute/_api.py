@@ -24,9 +24,11 @@ _FP8_DOC = """
 
 def _fp8_inputs(q, k, v, cfg, cu_seqlens_q=None, cu_seqlens_k=None, v_colmajor=False):
     """(q8, k8, v8, (q_descale, k_descale, v_descale)) for the FP8 mode; FA layout views in.
-    v_colmajor: v8 as V^T (fp8.v_colmajor_applies decided it)."""
+    v_colmajor: v8 as V^T (fp8.v_colmajor_applies decided it), with block-wise scales where
+    FP8Config.block_scales asks for them (fp8.mode_block_keys)."""
     return _fp8.quantize_qkv(q, k, v, rotate=cfg.rotate, seed=cfg.seed, cu_seqlens_q=cu_seqlens_q,
-                             cu_seqlens_k=cu_seqlens_k, v_colmajor=v_colmajor)
+                             cu_seqlens_k=cu_seqlens_k, v_colmajor=v_colmajor,
+                             block_keys=_fp8.mode_block_keys(q, k, v, cfg, v_colmajor))
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,

@@ -103,6 +103,8 @@ class FwdArgs(ctypes.Structure):
         ("stream", ctypes.c_void_p),  # cudaStream_t
         ("v_colmajor", _i32),  # e4m3 dense: v is the permuted, padded V^T (flashcute.fp8.v_colmajor)
         ("tile_counter", ctypes.c_void_p),  # int32[2] on the device, zero: causal/local tiles handed out dynamically
+        ("descale_block_keys", _i32),  # > 0: block-wise FP8 descales (q per row, k/v per key block)
+        ("q_descale_batch_stride", _i64), ("q_descale_head_stride", _i64),
     ]
 
 
@@ -127,6 +129,7 @@ class Fp8QuantizeArgs(ctypes.Structure):
         ("rotation_signs", ctypes.c_uint32 * 8),
         ("x8_vt", _i32),  # x8 written as V^T (flashcute.fp8.quantize_qkv(..., v_colmajor=True))
         ("row_bounds", ctypes.c_void_p),  # const int32_t*: varlen slots as packed row ranges (fp8._row_bounds)
+        ("block_rows", _i32),  # > 0: one scale per block of rows (fp8.quantize_qkv(block_keys=...))
     ]
 
 
@@ -163,17 +166,18 @@ def fwd_args(q, k, v, out, lse, q_strides, k_strides, v_strides, out_strides, ls
              softmax_scale, causal, window_left, window_right, mask_align, softcap,
              cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k,
              q_descale, k_descale, v_descale, descale_strides, backend, device, stream,
-             v_colmajor=0, tile_counter=0) -> FwdArgs:
+             v_colmajor=0, tile_counter=0, descale_block_keys=0, q_descale_strides=(0, 0)) -> FwdArgs:
     """A FwdArgs with every field set (struct_size included), in the header's field order.
     Pointers are ints (0 = NULL); q/k/v/out_strides are (batch, row, head) triples, lse_strides
-    and descale_strides (batch, head) pairs. Packed in one struct.pack; values that struct refuses
+    and descale_strides / q_descale_strides (batch, head) pairs. Packed in one struct.pack; values that struct refuses
     but ctypes accepts (an int beyond the field's range, a float beyond float32's) are set field
     by field instead, so the result is always what assigning the fields would give."""
     values = (_FWD_ARGS_SIZE, q, k, v, out, lse, *q_strides, *k_strides, *v_strides, *out_strides,
               *lse_strides, batch, seqlen_q, seqlen_k, heads_q, heads_k, head_dim, head_dim_v, dtype,
               out_dtype, softmax_scale, causal, window_left, window_right, mask_align, softcap,
               cu_seqlens_q, cu_seqlens_k, seqused_k, total_q, total_k, q_descale, k_descale, v_descale,
-              *descale_strides, backend, device, stream, v_colmajor, tile_counter)
+              *descale_strides, backend, device, stream, v_colmajor, tile_counter, descale_block_keys,
+              *q_descale_strides)
     try:
         return FwdArgs.from_buffer_copy(_FWD_STRUCT.pack(*values))
     except (struct.error, OverflowError):
@@ -224,6 +228,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.flashcute_fp8_quantize.restype = ctypes.c_int
     lib.flashcute_fp8_quantize_supported.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     lib.flashcute_fp8_quantize_supported.restype = ctypes.c_int
+    lib.flashcute_fp8_descale_block_keys.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    lib.flashcute_fp8_descale_block_keys.restype = ctypes.c_int
 
 
 def _load():
@@ -281,6 +287,12 @@ def lib_fp8_quantize_args_size() -> int:
 
 def lib_abi_version() -> int:
     return int(_lib.flashcute_abi_version())
+
+
+def fp8_descale_block_keys(head_dim: int, head_dim_v: int, seqlen_k: int) -> int:
+    """The key block of block-wise FP8 descales (the sm90 FP8 V^T kernel's key tile) for these
+    head dims and seqlen_k; 0 where the library has no block-wise descales for them."""
+    return int(_lib.flashcute_fp8_descale_block_keys(int(head_dim), int(head_dim_v), int(seqlen_k)))
 
 
 def _raise_for_status(status: int, what: str) -> None:

@@ -81,20 +81,26 @@ class FP8Config:
       has no effect. The result is bitwise the same either way (the kernel multiplies the same
       bytes in the same order); off only to compare the two paths.
 
-    q, k and v are always quantized with one scale per (batch, heads_k) -- the granularity the
-    kernel's descales have; there is deliberately no block-wise option (the kernel could not
-    honour it).
+    block_scales: where the V^T path applies (above), block-wise scales: q's per query row, k's
+      and v's per key block of the kernel (128 or 192 keys), which the V^T kernel takes as
+      block-wise descales. The quantizer then reads each block once and needs no pass over the
+      whole (batch, head) first, which at d=128 4k takes it from ~0.14 ms to ~0.07-0.09 ms
+      (benchmarks/RESULTS.md). Elsewhere, and with block_scales=False, one scale per (batch,
+      heads_k) (FA3's descale convention).
     """
 
     rotate: bool = True
     seed: int = 0
     v_colmajor: bool = True
+    block_scales: bool = True
 
     def __post_init__(self):
         if not isinstance(self.rotate, bool):
             raise TypeError(f"fp8: FP8Config.rotate must be a bool, got {type(self.rotate).__name__}")
         if not isinstance(self.v_colmajor, bool):
             raise TypeError(f"fp8: FP8Config.v_colmajor must be a bool, got {type(self.v_colmajor).__name__}")
+        if not isinstance(self.block_scales, bool):
+            raise TypeError(f"fp8: FP8Config.block_scales must be a bool, got {type(self.block_scales).__name__}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"fp8: FP8Config.seed must be an int, got {type(self.seed).__name__}")
         if not 0 <= self.seed < 2 ** 63:
@@ -127,6 +133,14 @@ def v_colmajor_applies(q, k, v, cfg, backend) -> bool:
             and not _cuda_reason(v, None, False)
         _VT_PATH[key] = hit
     return hit
+
+
+def mode_block_keys(q, k, v, cfg, vt: bool) -> int:
+    """The key block of the FP8 mode's block-wise scales for this call (0: per (batch, heads_k)):
+    with FP8Config.block_scales on the V^T path (v_colmajor_applies), the V^T kernel's key tile."""
+    if not vt or not cfg.block_scales:
+        return 0
+    return _ops.vt_key_block(q.shape[-1], k.shape[1]) if q.shape[-1] == v.shape[-1] else 0
 
 
 def resolve_config(fp8) -> Optional[FP8Config]:
@@ -336,6 +350,23 @@ def _quantize_torch(x, heads_k, rotate, seed, cu_seqlens):
     return x8.contiguous(), descale[:batch].contiguous()
 
 
+def _quantize_torch_blocks(x, rows, rotate, seed):
+    """Block-wise scales: dense x (b, s, h, d), one scale per block of `rows` rows of each
+    (batch, head) (rows = 1: per row) -> (x8 (b, s, h, d), descale (b, h, ceil(s / rows))). The
+    slot path's arithmetic with the amax taken over the block."""
+    b, s, h, d = x.shape
+    nb = -(-s // rows)
+    norm = 1.0 / math.sqrt(d) if rotate else 1.0
+    y = _rotated_fp32(x, rotate, seed)
+    row = _row_amax(x, y, rotate)  # (b, s, h), >= 0
+    padded = torch.nn.functional.pad(row, (0, 0, 0, nb * rows - s))  # zero rows complete the last block
+    amax = _slot_amax(padded.view(b, nb, rows, h).amax(2), d, rotate)  # (b, nb, h)
+    descale, scale = _descale_and_scale(amax, norm)
+    row_scale = scale.repeat_interleave(rows, 1)[:, :s]  # (b, s, h)
+    x8 = _cast_e4m3(y * row_scale.unsqueeze(-1))
+    return x8.contiguous(), descale.transpose(1, 2).contiguous()
+
+
 # ---- quantization: the Triton path (CUDA) --------------------------------------------------------
 @functools.lru_cache(maxsize=None)
 def _triton_kernels():
@@ -538,6 +569,53 @@ def _varlen_args(x, bounds, x8, descale, rotate, seed, heads_k, keep):
     return a
 
 
+def _quantize_cuda_blocks(jobs, seed, outs=None, vt_last=False):
+    """Block-wise scales on the CUDA path, one flashcute_fp8_quantize launch: [(x, rotate, rows),
+    ...] (dense CUDA bf16/fp16 (b, s, h, d), one dtype) -> [(x8, descale (b, h, ceil(s / rows))),
+    ...]; rows = 1: per row. outs / vt_last as _quantize_cuda."""
+    dev = jobs[0][0].device
+    if outs is None:
+        outs = [(torch.empty(_ops.vt_shape(x) if vt_last and i == len(jobs) - 1 else x.shape,
+                             dtype=torch.float8_e4m3fn, device=dev),
+                 torch.empty((x.shape[0], x.shape[2], -(-x.shape[1] // rows)), dtype=torch.float32, device=dev))
+                for i, (x, _, rows) in enumerate(jobs)]
+    args, keep = [], []
+    for i, ((x, rotate, rows), (x8, descale)) in enumerate(zip(jobs, outs)):
+        b, s, h, d = x.shape
+        vt = vt_last and i == len(jobs) - 1
+        if tuple(x8.shape) != (_ops.vt_shape(x) if vt else tuple(x.shape)) or not x8.is_contiguous() \
+                or descale.shape != (b, h, -(-s // rows)) or not descale.is_contiguous():
+            raise ValueError("outs: contiguous x8 of x's shape (V^T's for vt_last) and descale (batch, heads, blocks)")
+        if b == 0:
+            continue
+        a = _lib.Fp8QuantizeArgs()
+        if s > 0:
+            x, xs = _kernel_ready(x, x.shape)
+            keep.append(x)
+            a.x, a.x8 = x.data_ptr(), x8.data_ptr()
+            a.x_batch_stride, a.x_row_stride, a.x_head_stride = xs[0], xs[1], xs[2]
+            if vt:
+                a.x8_batch_stride, a.x8_head_stride, a.x8_row_stride = x8.stride(0), x8.stride(1), x8.stride(2)
+            else:
+                a.x8_batch_stride, a.x8_row_stride, a.x8_head_stride = s * h * d, h * d, d
+        a.x8_vt = int(vt)
+        a.descale = descale.data_ptr()
+        a.batch, a.seqlen = b, s
+        _set_common_args(a, x, rotate, seed, h)
+        a.descale_batch_stride, a.descale_head_stride = descale.stride(0), descale.stride(1)
+        a.block_rows = rows
+        args.append(a)
+    if args:
+        def workspace(nbytes):
+            w = torch.empty(max(nbytes, 16), dtype=torch.uint8, device=dev)
+            return w.data_ptr(), w
+
+        keep.append(_lib.fp8_quantize_with_workspace(args, workspace, dev.index if dev.index is not None else -1,
+                                                     _ops._stream_handle(jobs[0][0])))
+    del keep
+    return outs
+
+
 def _quantize_impl(x, heads_k, rotate, seed, cu_seqlens, impl="auto"):
     if _use_cuda(x, cu_seqlens, rotate, impl):
         return _quantize_cuda([(x, rotate, cu_seqlens)], heads_k, seed)[0]
@@ -547,11 +625,21 @@ def _quantize_impl(x, heads_k, rotate, seed, cu_seqlens, impl="auto"):
     return _quantize_torch(x, heads_k, rotate, seed, cu_seqlens)
 
 
-def _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl="auto", v_vt=False):
+def _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl="auto", v_vt=False,
+                       block_keys=0):
     """The FP8 mode's three quantizations: on the CUDA path in one launch (those of the three it
     can take; the others on the torch path), on the Triton path with one zero-filled amax buffer
     for all three (one memset, then two launches per tensor). v_vt: v8 as V^T (dense v with
-    heads_k heads; written so by the CUDA path, else permuted after)."""
+    heads_k heads; written so by the CUDA path, else permuted after). block_keys > 0 (dense):
+    block-wise scales, q's per row, k's and v's per block of block_keys keys."""
+    if block_keys > 0:
+        jobs = ((q, rotate, 1), (k, rotate, block_keys), (v, False, block_keys))
+        if impl in ("auto", "cuda") and all(_use_cuda(t, None, r, impl) for t, r, _ in jobs) \
+                and q.dtype == k.dtype == v.dtype:
+            (q8, qd), (k8, kd), (v8, vd) = _quantize_cuda_blocks(jobs, seed, vt_last=v_vt)
+            return q8, k8, v8, qd, kd, vd
+        (q8, qd), (k8, kd), (v8, vd) = [_quantize_torch_blocks(t, rows, r, seed) for t, r, rows in jobs]
+        return q8, k8, _ops.v_colmajor(v8) if v_vt else v8, qd, kd, vd
     if v_vt:
         if all(_use_cuda(t, None, r, impl) for t, r in ((q, rotate), (k, rotate), (v, False))) \
                 and q.dtype == k.dtype == v.dtype:
@@ -599,32 +687,48 @@ def _fp8_quantize_fake(x, heads_k, rotate, seed, cu_seqlens, impl):
 @torch.library.custom_op("flashcute::fp8_quantize_qkv", mutates_args=())
 def _fp8_quantize_qkv_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads_k: int, rotate: bool, seed: int,
                          cu_seqlens_q: Optional[torch.Tensor], cu_seqlens_k: Optional[torch.Tensor],
-                         impl: str, v_vt: bool = False) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                                                 torch.Tensor, torch.Tensor, torch.Tensor]:
+                         impl: str, v_vt: bool = False, block_keys: int = 0
+                         ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The FP8 mode's quantization of q, k (rotated when `rotate`) and v in one op call: one
-    Python dispatch instead of three keeps the host overhead below the GPU time. v_vt: v8 as V^T."""
-    return _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl, v_vt)
+    Python dispatch instead of three keeps the host overhead below the GPU time. v_vt: v8 as V^T.
+    block_keys > 0: block-wise scales (_quantize_qkv_impl)."""
+    return _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl, v_vt, block_keys)
 
 
 @_fp8_quantize_qkv_op.register_fake
-def _fp8_quantize_qkv_fake(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl, v_vt=False):
+def _fp8_quantize_qkv_fake(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_k, impl, v_vt=False,
+                           block_keys=0):
     out = []
     for t, cu in ((q, cu_seqlens_q), (k, cu_seqlens_k), (v, cu_seqlens_k)):
         out.append(_fp8_quantize_fake(t, heads_k, rotate, seed, cu, impl))
     v8 = v.new_empty(_ops.vt_shape(v), dtype=torch.float8_e4m3fn) if v_vt else out[2][0]
-    return out[0][0], out[1][0], v8, out[0][1], out[1][1], out[2][1]
+    ds = [out[0][1], out[1][1], out[2][1]]
+    if block_keys > 0:
+        ds = [t.new_empty((t.shape[0], t.shape[2], -(-t.shape[1] // rows)), dtype=torch.float32)
+              for t, rows in ((q, 1), (k, block_keys), (v, block_keys))]
+    return out[0][0], out[1][0], v8, ds[0], ds[1], ds[2]
 
 
 def quantize_qkv(q, k, v, *, rotate=True, seed=0, cu_seqlens_q=None, cu_seqlens_k=None, impl="auto",
-                 v_colmajor=False):
+                 v_colmajor=False, block_keys=0):
     """The FP8 mode's inputs: (q8, k8, v8, (q_descale, k_descale, v_descale)) from FA-layout q
     (b, s, hq, d) / k, v (b, s, hk, .) -- or packed (total, h, d) with cu_seqlens -- with
     heads_k = k's heads (q's scale per GQA group), q and k rotated by the same seeded R.
     v_colmajor (dense only): v8 comes as V^T for the FP8 kernel, (b, hk, dv, round_up(s, 32)) in
-    flashcute.ops.v_colmajor's layout (written so by the CUDA quantizer)."""
-    if v_colmajor and (cu_seqlens_k is not None or v.dim() != 4):
-        raise ValueError("v_colmajor: V^T output is for dense (batch, seqlen, heads, head_dim) inputs")
-    args = (q, k, v, k.shape[-2], rotate, int(seed), cu_seqlens_q, cu_seqlens_k, impl, bool(v_colmajor))
+    flashcute.ops.v_colmajor's layout (written so by the CUDA quantizer).
+    block_keys > 0 (dense only): block-wise scales, the FP8 V^T kernel's: q_descale (b, hq, sq)
+    per row, k_descale and v_descale (b, hk, ceil(sk / block_keys)) per block of keys; each block
+    is read once (no slot-wide amax pass). block_keys must be the kernel's key block
+    (flashcute._lib.fp8_descale_block_keys) for the kernel to take them."""
+    if (v_colmajor or block_keys) and (cu_seqlens_k is not None or v.dim() != 4):
+        raise ValueError("v_colmajor / block_keys: V^T output and block-wise scales are for dense "
+                         "(batch, seqlen, heads, head_dim) inputs")
+    if isinstance(block_keys, bool) or not isinstance(block_keys, int) or block_keys < 0:
+        raise ValueError(f"block_keys: expected an int >= 0, got {block_keys!r}")
+    if block_keys and v_colmajor and block_keys % 32:
+        raise ValueError(f"block_keys: {block_keys}; with v_colmajor a multiple of 32")
+    args = (q, k, v, k.shape[-2], rotate, int(seed), cu_seqlens_q, cu_seqlens_k, impl, bool(v_colmajor),
+            int(block_keys))
     if _ops._dispatcher_adds_nothing((q, k, v, cu_seqlens_q, cu_seqlens_k)):  # plain eager: skip the dispatcher
         x8 = _quantize_qkv_impl(*args)
     else:
@@ -704,12 +808,21 @@ def quantize(x: torch.Tensor, heads_k: Optional[int] = None, *, rotate: bool = F
 
 
 def dequantize(x8: torch.Tensor, descale: torch.Tensor, layout: str = "bshd",
-               cu_seqlens: Optional[torch.Tensor] = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+               cu_seqlens: Optional[torch.Tensor] = None, dtype: torch.dtype = torch.float32,
+               block_rows: int = 0) -> torch.Tensor:
     """x8 * descale broadcast over its (batch, heads_k) slots (GQA: heads grouped as quantize
-    groups them), in `dtype`. For tests and error studies; the kernel never needs it."""
+    groups them), in `dtype`. block_rows > 0: block-wise descales (batch, heads, blocks), one per
+    block_rows rows (quantize_qkv(block_keys=...); dense layouts). For tests and error studies;
+    the kernel never needs it."""
     if layout not in _LAYOUTS:
         raise ValueError(f"layout: got {layout!r}; allowed: {_LAYOUTS}")
     xv = x8.transpose(1, 2) if layout == "bhsd" else x8
+    if block_rows > 0:
+        if layout == "thd":
+            raise ValueError("block_rows: block-wise descales are for dense layouts")
+        per_row = descale.repeat_interleave(block_rows, 2)[:, :, :xv.shape[1]].transpose(1, 2)  # (b, s, h)
+        y = xv.to(dtype) * per_row.to(dtype).unsqueeze(-1)
+        return y.transpose(1, 2) if layout == "bhsd" else y
     h, hk = xv.shape[-2], descale.shape[1]
     per_head = descale.repeat_interleave(h // hk, 1)  # (batch, h)
     if layout == "thd":

@@ -157,6 +157,15 @@ def _stream_handle(t: torch.Tensor) -> int:
 VT_HEAD_DIMS = (128, 256)  # the (d, d) shapes built with a V^T kernel (sm90/fwd_launch.cuh)
 
 
+def vt_key_block(d: int, seqlen_k: int) -> int:
+    """The V^T kernel's key tile, i.e. the key block of block-wise FP8 descales: common/params.h's
+    fp8_vt_key_block (flashcute_fp8_descale_block_keys; a test holds them equal), in Python so
+    that traced code needs no library call."""
+    if d == 128:
+        return 192 if seqlen_k >= 4096 else 128
+    return 128 if d == 256 else 0
+
+
 def vt_shape(v) -> Tuple[int, int, int, int]:
     """V^T's shape for v (b, s, hk, dv): (b, hk, dv, round_up(s, 32))."""
     b, s, hk, dv = v.shape
@@ -232,13 +241,20 @@ def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen
     if (causal or window_right >= 0) and backend != "sm80" and _more_tiles_than_sms(q, batch, seqlen_q):
         keep.append(_tile_counter(q, stream))
         counter = keep[-1].data_ptr()
-    descale_ptrs, descale_strides = [0, 0, 0], (0, 0)
+    descale_ptrs, descale_strides, q_descale_strides, block_keys = [0, 0, 0], (0, 0), (0, 0), 0
     if q_descale is not None or k_descale is not None or v_descale is not None:
         for i, t in enumerate((q_descale, k_descale, v_descale)):
             if t is not None:
-                keep.append(t.contiguous())  # (batch, heads_k)
+                keep.append(t.contiguous())  # (batch, heads_k); block-wise: (batch, heads, rows / blocks)
                 descale_ptrs[i] = keep[-1].data_ptr()
         descale_strides = (ksh[-2], 1)
+        if v_is_vt and any(t is not None and t.dim() == 3 for t in (q_descale, k_descale, v_descale)):
+            # the FP8 mode's block-wise descales (fp8.quantize_qkv(block_keys=...)): q (b, hq, sq),
+            # k and v (b, hk, blocks)
+            nblk = k_descale.shape[-1] if k_descale is not None else v_descale.shape[-1]
+            descale_strides = (ksh[-2] * nblk, nblk)
+            q_descale_strides = (qsh[-2] * seqlen_q, seqlen_q)
+            block_keys = vt_key_block(qsh[-1], seqlen_k) if qsh[-1] == vsh[-1] else 0
     args = _lib.fwd_args(
         q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
         qs, ks, vs, os_, lse_strides,
@@ -248,7 +264,8 @@ def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen
         _lib.ALIGN_TOP_LEFT if top_left else _lib.ALIGN_BOTTOM_RIGHT, softcap,
         cu_q, cu_k, used, total_q, total_k,
         descale_ptrs[0], descale_ptrs[1], descale_ptrs[2], descale_strides,
-        _lib.BACKENDS[backend], q.get_device(), stream, int(bool(v_is_vt)), counter)
+        _lib.BACKENDS[backend], q.get_device(), stream, int(bool(v_is_vt)), counter, block_keys,
+        q_descale_strides)
     _lib.fwd(args)
     del keep
 

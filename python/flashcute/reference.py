@@ -145,9 +145,10 @@ def _tensor_core_scores(a8, b8):
 
 
 def _fp8_one_sequence(q8, k8, v8, qd, kd, vd, mask, scale, softcap, p_offset_log2, cdt, chunk,
-                      tensor_core_scores=False):
-    """q8 (sq, hq, d), k8 (sk, hk, d), v8 (sk, hk, dv) float8_e4m3fn; qd/kd/vd (hk,) float32;
-    mask (sq, sk) -> out (sq, hq, dv) and lse (hq, sq) in the compute dtype `cdt`."""
+                      tensor_core_scores=False, block=0):
+    """q8 (sq, hq, d), k8 (sk, hk, d), v8 (sk, hk, dv) float8_e4m3fn; qd/kd/vd (hk,) float32
+    (block > 0: qd (hq, sq) per row, kd/vd (hk, blocks) per block of `block` keys); mask (sq, sk)
+    -> out (sq, hq, dv) and lse (hq, sq) in the compute dtype `cdt`."""
     sq, hq = q8.shape[0], q8.shape[1]
     hk, dv = k8.shape[1], v8.shape[-1]
     g = hq // hk
@@ -156,6 +157,10 @@ def _fp8_one_sequence(q8, k8, v8, qd, kd, vd, mask, scale, softcap, p_offset_log
     if sq == 0 or k8.shape[0] == 0:
         return out, lse
     kf, vf = k8.to(cdt), v8.to(cdt)
+    if block > 0:
+        _fp8_blocks_one_sequence(q8, k8, vf, qd, kd, vd, mask, scale, softcap, p_offset_log2, cdt, chunk,
+                                 tensor_core_scores, block, out, lse)
+        return out, lse
     for h in range(hq):
         j = h // g
         # the score multiplier the kernel folds once: softmax_scale * q_descale * k_descale
@@ -186,6 +191,43 @@ def _fp8_one_sequence(q8, k8, v8, qd, kd, vd, mask, scale, softcap, p_offset_log
     return out, lse
 
 
+def _fp8_blocks_one_sequence(q8, k8, vf, qd, kd, vd, mask, scale, softcap, p_offset_log2, cdt, chunk,
+                             tensor_core_scores, block, out, lse):
+    """_fp8_one_sequence with block-wise descales, the V^T kernel's arithmetic (sm90
+    online_scaled): scores scale by softmax_scale * q's row descale * k's block descale; v's block
+    descale enters P as a factor (a log2 bias on the exponent: P = 2^(t - max t + offset), t =
+    s log2 e + log2 v_descale), P is rounded to e4m3 with that factor in, and the row sum divides
+    it out again."""
+    sq, hq = q8.shape[0], q8.shape[1]
+    kf = k8.to(cdt)
+    sk, g = kf.shape[0], hq // kf.shape[1]
+    for h in range(hq):
+        j = h // g
+        kd_keys = kd[j].repeat_interleave(block)[:sk].to(cdt)  # (sk,)
+        vd_keys = vd[j].repeat_interleave(block)[:sk].to(cdt)
+        for r0 in range(0, sq, chunk):
+            r1 = min(sq, r0 + chunk)
+            if tensor_core_scores:
+                s = _tensor_core_scores(q8[r0:r1, h], k8[:, j]).to(cdt)
+            else:
+                s = q8[r0:r1, h].to(cdt) @ kf[:, j].T
+            s = s * (scale * qd[h, r0:r1].to(cdt)).unsqueeze(-1) * kd_keys
+            if softcap > 0:
+                s = softcap * torch.tanh(s / softcap)
+            s = s.masked_fill(~mask[r0:r1], -math.inf)
+            t = s * _LOG2E + torch.log2(vd_keys)
+            m = t.amax(dim=-1, keepdim=True)
+            seen = torch.isfinite(m)
+            m = torch.where(seen, m, torch.zeros_like(m))
+            p = torch.exp2(t - m + p_offset_log2)
+            l = (p / vd_keys).sum(dim=-1, keepdim=True)  # the unrounded P, v's factor divided out
+            o = _round_e4m3(p) @ vf[:, j]
+            o = torch.where(seen, o / torch.where(seen, l, torch.ones_like(l)), torch.zeros_like(o))
+            out[r0:r1, h] = o
+            lrow = ((m - p_offset_log2) * math.log(2.0) + torch.log(l)).squeeze(-1)
+            lse[h, r0:r1] = torch.where(seen.squeeze(-1), lrow, torch.full_like(lrow, -math.inf))
+
+
 def attention_fp8_emulated(q8: torch.Tensor, k8: torch.Tensor, v8: torch.Tensor,
                            q_descale: Optional[torch.Tensor] = None, k_descale: Optional[torch.Tensor] = None,
                            v_descale: Optional[torch.Tensor] = None, causal: bool = False,
@@ -194,7 +236,7 @@ def attention_fp8_emulated(q8: torch.Tensor, k8: torch.Tensor, v8: torch.Tensor,
                            cu_seqlens_k: Optional[torch.Tensor] = None, seqused_k: Optional[torch.Tensor] = None,
                            out_dtype: Optional[torch.dtype] = torch.bfloat16, p_offset_log2: float = 0.0,
                            compute_dtype: torch.dtype = torch.float32, chunk: int = 1024,
-                           tensor_core_scores: bool = False,
+                           tensor_core_scores: bool = False, descale_block_keys: int = 0,
                            ) -> Tuple[torch.Tensor, torch.Tensor]:
     """The FP8 (e4m3) forward kernel's arithmetic, step for step, in plain torch (CPU or GPU):
 
@@ -217,7 +259,10 @@ def attention_fp8_emulated(q8: torch.Tensor, k8: torch.Tensor, v8: torch.Tensor,
     scores (for studying the P rounding alone). tensor_core_scores=True (CUDA, e4m3 inputs):
     S from torch._scaled_mm with fast accumulation, i.e. with the FP8 tensor cores' own
     accumulation precision, as the kernel's S. Returns out (out_dtype, or compute_dtype if None)
-    and lse (float32).
+    and lse (float32). descale_block_keys > 0 (dense): block-wise descales, the FP8 V^T kernel's
+    (flashcute.fp8.quantize_qkv(block_keys=...)): q_descale (batch, heads_q, seqlen_q), k_descale
+    and v_descale (batch, heads_k, blocks of descale_block_keys keys); v's enters P before its
+    e4m3 rounding (_fp8_blocks_one_sequence).
     """
     d = q8.shape[-1]
     scale = d ** -0.5 if softmax_scale is None else softmax_scale
@@ -225,12 +270,20 @@ def attention_fp8_emulated(q8: torch.Tensor, k8: torch.Tensor, v8: torch.Tensor,
     batch = (cu_seqlens_q.shape[0] - 1) if varlen else q8.shape[0]
     hk = k8.shape[-2]
 
-    def descale_or_one(t):
+    def descale_or_one(t, shape):
         if t is None:
-            return torch.ones(batch, hk, dtype=torch.float32, device=q8.device)
+            return torch.ones(shape, dtype=torch.float32, device=q8.device)
         return t.to(torch.float32)
 
-    qd, kd, vd = descale_or_one(q_descale), descale_or_one(k_descale), descale_or_one(v_descale)
+    if descale_block_keys > 0:
+        if varlen:
+            raise ValueError("descale_block_keys: block-wise descales are dense-only")
+        nb = -(-k8.shape[1] // descale_block_keys)
+        qd = descale_or_one(q_descale, (batch, q8.shape[2], q8.shape[1]))
+        kd, vd = descale_or_one(k_descale, (batch, hk, nb)), descale_or_one(v_descale, (batch, hk, nb))
+    else:
+        qd, kd, vd = (descale_or_one(t, (batch, hk)) for t in (q_descale, k_descale, v_descale))
+
     used = seqused_k.tolist() if seqused_k is not None else None
     od = compute_dtype if out_dtype is None else out_dtype
 
@@ -239,7 +292,8 @@ def attention_fp8_emulated(q8: torch.Tensor, k8: torch.Tensor, v8: torch.Tensor,
         kb, vb = kb[:sk], vb[:sk]
         mask = visible_mask(qb.shape[0], sk, causal, window_size, causal_align, device=qb.device)
         return _fp8_one_sequence(qb, kb, vb, qd[b], kd[b], vd[b], mask, scale, softcap,
-                                 float(p_offset_log2), compute_dtype, chunk, tensor_core_scores)
+                                 float(p_offset_log2), compute_dtype, chunk, tensor_core_scores,
+                                 descale_block_keys)
 
     if varlen:
         cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()

@@ -111,6 +111,18 @@ flashcute_status validate_tensor(int i, const flashcute_fp8_quantize_args& a, in
     return fail(FLASHCUTE_ERROR_UNSUPPORTED,
                 "tensors[%d].x8_vt: V^T output takes head dims 128 and 256, heads == heads_k and no rotation "
                 "(got head dim %d, heads %d / %d, rotate %d)", i, a.head_dim, a.heads, a.heads_k, a.rotate);
+  if (a.block_rows < 0) return fail(bad, "tensors[%d].block_rows: %d is negative", i, a.block_rows);
+  if (a.block_rows > 0) {
+    if (a.row_bounds || a.heads != a.heads_k)
+      return fail(FLASHCUTE_ERROR_UNSUPPORTED,
+                  "tensors[%d].block_rows: block-wise scales are for dense tensors with heads == heads_k", i);
+    if (int64_t(a.block_rows) * a.head_dim > flashcute::kFp8QuantizeMaxBlockElems)
+      return fail(FLASHCUTE_ERROR_UNSUPPORTED, "tensors[%d].block_rows: %d rows of head dim %d exceed %d elements",
+                  i, a.block_rows, a.head_dim, flashcute::kFp8QuantizeMaxBlockElems);
+    if (a.x8_vt && a.block_rows % 32)
+      return fail(bad, "tensors[%d].block_rows: %d; with x8_vt a multiple of 32 (whole V^T key groups)", i,
+                  a.block_rows);
+  }
   if (a.batch == 0) return FLASHCUTE_OK;  // nothing is read or written
   if (!a.descale) return fail(bad, "tensors[%d].descale: pointer is NULL", i);
   if (reinterpret_cast<uintptr_t>(a.descale) % 4)
@@ -173,6 +185,7 @@ void fill_tensor(const flashcute_fp8_quantize_args& a, Fp8QuantizeTensor* t) {
   t->rotate = a.rotate != 0;
   t->x8_vt = a.x8_vt != 0;
   t->row_bounds = a.row_bounds;
+  t->block_rows = a.block_rows;
   std::memcpy(t->rotation_signs, a.rotation_signs, sizeof(t->rotation_signs));
   // The torch path's descale = amax * (norm / 448): norm / 448 in double (Python floats), then
   // rounded to fp32 once (torch multiplies an fp32 tensor by the scalar in fp32).
@@ -216,6 +229,10 @@ extern "C" flashcute_status flashcute_fp8_quantize(const flashcute_fp8_quantize_
       if ((s = read_tensor(i, tensors[i], &a[i])) != FLASHCUTE_OK) return s;
       normalise(a[i]);
       if ((s = validate_tensor(i, a[i], a[0].dtype)) != FLASHCUTE_OK) return s;
+      if ((a[i].block_rows > 0) != (a[0].block_rows > 0))
+        return fail(FLASHCUTE_ERROR_INVALID_ARGUMENT,
+                    "tensors[%d].block_rows: %d, tensors[0]'s %d: one call quantizes block-wise or per slot", i,
+                    a[i].block_rows, a[0].block_rows);
       slots += slots_of(a[i]);
       rows_total += item_bound_of(a[i]);
       prefix += prefix_entries_of(a[i]);

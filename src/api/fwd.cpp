@@ -158,6 +158,18 @@ flashcute_status validate(const flashcute_fwd_args& a) {
                          a.out_head_stride, a.batch, rows_q, a.heads_q, a.head_dim_v)) != FLASHCUTE_OK) return s;
   if (reinterpret_cast<uintptr_t>(a.tile_counter) % 4)
     return fail(bad, "tile_counter: pointer must be 4-byte aligned");
+  if (a.descale_block_keys != 0) {  // block-wise descales: the FP8 V^T kernels only
+    if (!a.v_colmajor)
+      return fail(FLASHCUTE_ERROR_UNSUPPORTED, "descale_block_keys: block-wise descales need v_colmajor (V^T) inputs");
+    const int want = flashcute::fp8_vt_key_block(a.head_dim, a.seqlen_k);
+    if (a.descale_block_keys != want)
+      return fail(bad, "descale_block_keys: %d, but the kernel's key block for head_dim %d and seqlen_k %d is %d "
+                  "(flashcute_fp8_descale_block_keys)", a.descale_block_keys, a.head_dim, a.seqlen_k, want);
+    if (a.q_descale_batch_stride < 0 || a.q_descale_head_stride < 0)
+      return fail(bad, "q_descale_batch_stride / q_descale_head_stride: must be >= 0");
+  }
+  if (a.descale_batch_stride < 0 || a.descale_head_stride < 0)
+    return fail(bad, "descale_batch_stride / descale_head_stride: must be >= 0");
   if (a.lse) {
     if (reinterpret_cast<uintptr_t>(a.lse) % 4) return fail(bad, "lse: pointer must be 4-byte aligned");
     if (a.lse_head_stride < 0 || (!varlen && a.lse_batch_stride < 0))
@@ -217,6 +229,13 @@ FwdParams make_params(const flashcute_fwd_args& a, const DeviceInfo& dev) {
   p.v_descale = a.v_descale;
   p.descale_batch_stride = a.descale_batch_stride;
   p.descale_head_stride = a.descale_head_stride;
+  p.descale_block_keys = a.descale_block_keys;
+  if (a.descale_block_keys > 0) {  // q per row (of head h), k and v per key block
+    p.qd_batch = a.q_descale_batch_stride, p.qd_head = a.q_descale_head_stride, p.qd_row = 1;
+    p.kvd_block = 1;
+  } else {  // one per (batch, heads_k), as zero row and block strides
+    p.qd_batch = a.descale_batch_stride, p.qd_head_k = a.descale_head_stride;
+  }
   p.num_sms = dev.num_sms;
   p.stream = a.stream;
   p.v_colmajor = a.v_colmajor != 0;
@@ -228,6 +247,11 @@ FwdParams make_params(const flashcute_fwd_args& a, const DeviceInfo& dev) {
 }  // namespace flashcute::api
 
 extern "C" size_t flashcute_fwd_args_size(void) { return sizeof(flashcute_fwd_args); }
+
+extern "C" int flashcute_fp8_descale_block_keys(int head_dim, int head_dim_v, int seqlen_k) {
+  if (head_dim != head_dim_v || !flashcute::fp8_vt_head_dim(head_dim)) return 0;
+  return flashcute::fp8_vt_key_block(head_dim, seqlen_k < 0 ? 0 : seqlen_k);
+}
 
 extern "C" flashcute_status flashcute_fwd(const flashcute_fwd_args* args) {
   using namespace flashcute::api;

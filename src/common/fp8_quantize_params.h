@@ -22,6 +22,7 @@ struct Fp8QuantizeTensor {
   float descale_factor;        // fp32(norm / 448), norm = 1/sqrt(head_dim) with the rotation, else 1
   bool x8_vt;                  // x8 is V^T (flashcute_fp8_quantize_args.x8_vt): x8_row_stride steps d
   const int32_t* row_bounds;   // varlen (flashcute_fp8_quantize_args.row_bounds): batch + 1 entries, or NULL
+  int block_rows;              // > 0: one scale per block of rows (flashcute_fp8_quantize_args.block_rows)
 };
 
 struct Fp8QuantizeParams {
@@ -42,6 +43,10 @@ inline uint64_t fp8_quantize_workspace_bytes(int64_t slots, int64_t prefix_entri
   const uint64_t lag = prefix_entries > 0 ? 4u : 0u;
   return ((uint64_t)slots * 8u + 4u + (uint64_t)prefix_entries * 4u + lag + 15u) / 16u * 16u;
 }
+
+// Block-wise scales (block_rows > 1) hold a block in registers between its amax and its cast:
+// at most kMaxBlockElems elements per block (4 units of 32 per thread of a 256-thread CTA).
+constexpr int kFp8QuantizeMaxBlockElems = 32768;
 
 // FP8 quantization (src/sm90/fp8_quantize.cu; built with the FP8 kernels). Returns a cudaError_t
 // as int.

@@ -11,6 +11,14 @@ namespace flashcute {
 // kernel dispatch and the quantizer (flashcute.ops.VT_HEAD_DIMS mirrors it in Python).
 constexpr bool fp8_vt_head_dim(int d) { return d == 128 || d == 256; }
 
+// The key tile of the FP8 V^T kernels (sm90/fwd_launch.cuh's TileConfigFp8 / TileConfigFp8Long,
+// which static_assert against this), and so the key block of block-wise descales
+// (flashcute_fwd_args.descale_block_keys): one rule for the API, the kernel and the quantizer.
+constexpr int kFp8VtLongMinSeqlenK = 4096;
+constexpr int fp8_vt_key_block(int d, int seqlen_k) {
+  return d == 128 ? (seqlen_k >= kFp8VtLongMinSeqlenK ? 192 : 128) : d == 256 ? 128 : 0;
+}
+
 struct FwdParams {
   // Tensors. Strides are in elements; the last dimension is contiguous.
   const void* q;
@@ -78,6 +86,13 @@ struct FwdParams {
   // Optional scratch of two int32 on the device, zero at launch (flashcute_fwd_args.tile_counter):
   // the sm90 kernel then hands causal/local tiles out dynamically and leaves it zero again.
   int* tile_counter = nullptr;
+  // FP8 V^T kernels (v_colmajor) take their descales block-wise: q's of row `row` of head h at
+  // q_descale[b * qd_batch + h * qd_head + hk * qd_head_k + row * qd_row], k's and v's of key
+  // block n at [b * descale_batch_stride + hk * descale_head_stride + n * kvd_block]. fwd.cpp
+  // sets these from flashcute_fwd_args: block-wise descales (descale_block_keys > 0, the key
+  // block then the kernel's) or, as zero row / block strides, one per (batch, heads_k).
+  int64_t qd_batch = 0, qd_head = 0, qd_head_k = 0, qd_row = 0, kvd_block = 0;
+  int descale_block_keys = 0;
 };
 
 }  // namespace flashcute

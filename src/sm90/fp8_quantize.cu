@@ -98,11 +98,14 @@ constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's tw
 
 // The kernel's instantiation: kVarlen, row ranges from Tensor::bounds (a launch with a varlen
 // tensor), has its own, so that the dense kernel's code (and registers) stay as they are.
-template <bool kVarlen_>
+// kVtTileBytes: the V^T staging tile, e4m3 bytes of the largest V^T item (the block-wise
+// kernel's items are whole blocks of up to kFp8QuantizeMaxBlockElems elements).
+template <bool kVarlen_, int kVtTileBytes_ = kItemUnits * kUnitElems>
 struct Geometry {
   static constexpr bool kVarlen = kVarlen_;
-  static constexpr int kVtTileBytes = kItemUnits * kUnitElems;  // e4m3 bytes of a V^T item
+  static constexpr int kVtTileBytes = kVtTileBytes_;
 };
+using BlockGeometry = Geometry<false, kFp8QuantizeMaxBlockElems>;
 
 // One tensor as the kernel sees it (element strides; x8 elements are bytes).
 struct Tensor {
@@ -115,6 +118,7 @@ struct Tensor {
   int seqlen, heads_k, group, head_dim;
   int rotate;
   int vt;  // x8 is V^T (os_r steps d; keys contiguous, permuted by 32): cast_item_vt
+  int block_rows;  // > 0: block-wise scales (block_quantize_kernel); rows_per_item is then the block's
   float descale_factor;
   uint32_t signs[8];
   // schedule
@@ -439,6 +443,52 @@ __device__ __forceinline__ int vt_position(int r) {
   return (r & ~15) | ((r & 6) << 1) | ((r & 8) >> 2) | (r & 1);
 }
 
+// sum(v^2) over the row a unit is part of (its NU adjacent lanes; every lane gets it), in fp32:
+// 4 partial sums of 8 squares each, a tree over them and over the row's lanes, so every term
+// passes through at most 8 + 2 + log2(NU) roundings (amax_item says why that is enough).
+template <int NU>
+__device__ __forceinline__ float row_sum_squares(const float (&v)[kUnitElems]) {
+  constexpr int kParts = 4;  // (8 partial sums made ptxas spill the item loop's state at 64 registers)
+  float part[kParts];
+#pragma unroll
+  for (int i = 0; i < kParts; ++i) part[i] = v[i] * v[i];
+#pragma unroll
+  for (int i = kParts; i < kUnitElems; ++i) part[i % kParts] = fmaf(v[i], v[i], part[i % kParts]);
+#pragma unroll
+  for (int w = kParts / 2; w > 0; w /= 2) {
+#pragma unroll
+    for (int i = 0; i < w; ++i) part[i] += part[i + w];
+  }
+  float ss = part[0];
+#pragma unroll
+  for (int o = 1; o < NU; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  return ss;
+}
+
+// One unit's 32 values, scaled, as e4m3 to x8 + o (4 groups of 8 bytes, D / 32 groups apart).
+template <int D>
+__device__ __forceinline__ void cast_store_unit(const float (&v)[kUnitElems], float scale, uint8_t* x8) {
+#pragma unroll
+  for (int k = 0; k < kGroups; ++k) {
+    const float* g = v + k * kGroupElems;
+    uint2 packed;
+    packed.x = e4m3x2(__fmul_rn(g[0], scale), __fmul_rn(g[1], scale)) |
+               e4m3x2(__fmul_rn(g[2], scale), __fmul_rn(g[3], scale)) << 16;
+    packed.y = e4m3x2(__fmul_rn(g[4], scale), __fmul_rn(g[5], scale)) |
+               e4m3x2(__fmul_rn(g[6], scale), __fmul_rn(g[7], scale)) << 16;
+    // streaming store: x8 is not read again, L2 is better spent on x
+    __stcs(reinterpret_cast<uint2*>(x8 + k * (D / kUnitElems) * kGroupElems), packed);
+  }
+}
+
+// An amax's scale (torch's arithmetic: fp32 reciprocal, then times 448; not 448 / amax, which
+// rounds differently for about a quarter of all amax values) and descale (*descale).
+__device__ __forceinline__ float scale_of(float amax, float descale_factor, float* descale) {
+  const float safe = amax > 0.f ? amax : kE4m3Max;
+  *descale = __fmul_rn(safe, descale_factor);
+  return __fmul_rn(__frcp_rn(safe), kE4m3Max);
+}
+
 // The A pass. Without the rotation: max |x|. With it: not max |y| but the bound
 // sqrt(D * max_row sum(x^2)) >= max |y| (each y_i is a +-1 combination of the row's D values),
 // read from the unrotated rows: ~3 instructions per element instead of the transform's ~12.
@@ -456,21 +506,7 @@ __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared
     // and an FTZ multiply before each convert, 3 instructions per element where this is 1 (run
     // 103's SASS). (8 partial sums made ptxas spill the item loop's state at 64 registers.)
     const auto track_row_norm = [&](const float (&v)[kUnitElems], bool, int64_t, int) {
-      constexpr int kParts = 4;
-      float part[kParts];
-#pragma unroll
-      for (int i = 0; i < kParts; ++i) part[i] = v[i] * v[i];
-#pragma unroll
-      for (int i = kParts; i < kUnitElems; ++i) part[i % kParts] = fmaf(v[i], v[i], part[i % kParts]);
-#pragma unroll
-      for (int w = kParts / 2; w > 0; w /= 2) {
-#pragma unroll
-        for (int i = 0; i < w; ++i) part[i] += part[i + w];
-      }
-      float ss = part[0];
-#pragma unroll
-      for (int o = 1; o < NU; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-      m = fmaxf(m, ss);
+      m = fmaxf(m, row_sum_squares<NU>(v));
     };
     for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], track_row_norm);
   } else {
@@ -508,56 +544,64 @@ __device__ __forceinline__ float slot_scale(const Args& a, const Tensor& t, cons
       }
     }
   }
-  const float amax = __uint_as_float(load_relaxed(a.amax + it.slot));
-  const float safe = amax > 0.f ? amax : kE4m3Max;
-  if (it.chunk == 0) t.descale[it.b * t.ds_b + it.hk * t.ds_h] = __fmul_rn(safe, t.descale_factor);
-  return __fmul_rn(__frcp_rn(safe), kE4m3Max);
+  float descale;
+  const float scale = scale_of(__uint_as_float(load_relaxed(a.amax + it.slot)), t.descale_factor, &descale);
+  if (it.chunk == 0) t.descale[it.b * t.ds_b + it.hk * t.ds_h] = descale;
+  return scale;
 }
 
 // The cast pass of a V^T item: each thread's 32 bytes of a key go to the smem tile (D rows of
 // keys, in V^T's order), then the tile's rows leave as 16-byte stores, one V^T row segment per
 // d; the slot's last item also writes the zero padding up to its 32-key boundary.
-template <int D, class In, class G>
-__device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm) {
-  constexpr int kVtTileBytes = G::kVtTileBytes;
-  constexpr int NU = D / kUnitElems, kKeys = kVtTileBytes / D;  // keys per item: direct 128 (D 128), 64 (D 256)
-  static_assert(kKeys % 32 == 0, "V^T items hold whole 32-key groups (the P permutation's span)");
-  // The item's keys, padding included; computed again after the cast loop rather than held
-  // through it (held, they spilled at the 64 registers of 4 CTAs per SM).
-  const auto item_keys = [&](int& row0) {
-    row0 = it.chunk * t.rows_per_item;
-    const int rows = max(0, min(t.rows_per_item, t.seqlen - row0));
-    return (rows + 31) / 32 * 32 != rows;  // true: a tail with padding keys
-  };
+// The V^T cast in three steps, shared by the slot and the block-wise kernels: zero the tile's
+// padding keys (the slot's tail item), cast each unit into the tile, store the tile's rows.
+// The item's rows, padding included; computed again where needed rather than held (held through
+// the cast loop, they spilled at the 64 registers of 4 CTAs per SM).
+__device__ __forceinline__ int vt_item_rows(const Tensor& t, const Item& it, int& row0) {
+  row0 = it.chunk * t.rows_per_item;
+  return max(0, min(t.rows_per_item, t.seqlen - row0));
+}
+
+template <int D, class G>
+__device__ __forceinline__ void vt_zero_padding(const Tensor& t, const Item& it, Shared<G>& sm) {
   int row0;
-  if (item_keys(row0)) {  // zero the padding keys (the tail of the slot's last item)
-    for (int i = threadIdx.x; i < kVtTileBytes / 16; i += kThreads)
+  const int rows = vt_item_rows(t, it, row0);
+  if ((rows + 31) / 32 * 32 != rows) {  // a tail with padding keys
+    for (int i = threadIdx.x; i < G::kVtTileBytes / 16; i += kThreads)
       reinterpret_cast<uint4*>(sm.vt_tile)[i] = make_uint4(0, 0, 0, 0);
     __syncthreads();
   }
-  const float scale = sm.scale;
-  const auto cast_to_tile = [&](const float (&v)[kUnitElems], bool active, int64_t, int u) {
-    if (!active) return;
-    // group == 1: a unit is (key, lane); unsigned, so that / and % are a shift and a mask
-    const int pos = vt_position(int(unsigned(u) / NU)), lane = int(unsigned(u) % NU);
+}
+
+// Unit u (group == 1: a unit is (key, lane)) of a V^T item, scaled, into the tile.
+template <int D, class G>
+__device__ __forceinline__ void vt_cast_unit(const float (&v)[kUnitElems], int u, float scale, Shared<G>& sm) {
+  constexpr int NU = D / kUnitElems, kKeys = G::kVtTileBytes / D;
+  static_assert(kKeys % 32 == 0, "V^T items hold whole 32-key groups (the P permutation's span)");
+  // unsigned, so that / and % are a shift and a mask
+  const int pos = vt_position(int(unsigned(u) / NU)), lane = int(unsigned(u) % NU);
 #pragma unroll
-    for (int k = 0; k < kGroups; ++k) {
-      // the group's 8 rows d0 .. d0 + 7 share one swizzle (d0 is a multiple of 8): one address,
-      // and the 8 stores at constant offsets from it
-      const int d0 = (k * NU + lane) * kGroupElems;
-      uint8_t* rows = sm.vt_tile + vt_tile_offset<kKeys>(d0, pos);
+  for (int k = 0; k < kGroups; ++k) {
+    // the group's 8 rows d0 .. d0 + 7 share one swizzle (d0 is a multiple of 8): one address,
+    // and the 8 stores at constant offsets from it
+    const int d0 = (k * NU + lane) * kGroupElems;
+    uint8_t* rows = sm.vt_tile + vt_tile_offset<kKeys>(d0, pos);
 #pragma unroll
-      for (int e = 0; e < kGroupElems; e += 2) {
-        const uint32_t two = e4m3x2(__fmul_rn(v[k * kGroupElems + e], scale), __fmul_rn(v[k * kGroupElems + e + 1], scale));
-        rows[e * kKeys] = uint8_t(two);
-        rows[(e + 1) * kKeys] = uint8_t(two >> 8);
-      }
+    for (int e = 0; e < kGroupElems; e += 2) {
+      const uint32_t two = e4m3x2(__fmul_rn(v[k * kGroupElems + e], scale), __fmul_rn(v[k * kGroupElems + e + 1], scale));
+      rows[e * kKeys] = uint8_t(two);
+      rows[(e + 1) * kKeys] = uint8_t(two >> 8);
     }
-  };
-  for_each_unit<D, false, true, In, G>(t, it, sm.masks[it.tensor], cast_to_tile);
-  __syncthreads();
-  row0 = it.chunk * t.rows_per_item;
-  const int keys = (max(0, min(t.rows_per_item, t.seqlen - row0)) + 31) / 32 * 32;  // written, padding included
+  }
+}
+
+// After a CTA barrier: the tile's rows leave as 16-byte stores, one V^T row segment per d, the
+// padding up to the 32-key boundary included.
+template <int D, class G>
+__device__ __forceinline__ void vt_store_tile(const Tensor& t, const Item& it, Shared<G>& sm) {
+  constexpr int kKeys = G::kVtTileBytes / D;
+  int row0;
+  const int keys = (vt_item_rows(t, it, row0) + 31) / 32 * 32;
   uint8_t* out = t.x8 + it.b * t.os_b + int64_t(it.hk) * t.os_h + row0;
   const int vecs = keys / 16;  // per d
   for (int i = threadIdx.x; i < D * vecs; i += kThreads) {
@@ -565,6 +609,18 @@ __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm) {
     __stcs(reinterpret_cast<uint4*>(out + int64_t(d) * t.os_r + c * 16),
            *reinterpret_cast<const uint4*>(sm.vt_tile + vt_tile_offset<kKeys>(d, c * 16)));
   }
+}
+
+template <int D, class In, class G>
+__device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm) {
+  vt_zero_padding<D>(t, it, sm);
+  const float scale = sm.scale;
+  const auto cast_to_tile = [&](const float (&v)[kUnitElems], bool active, int64_t, int u) {
+    if (active) vt_cast_unit<D>(v, u, scale, sm);
+  };
+  for_each_unit<D, false, true, In, G>(t, it, sm.masks[it.tensor], cast_to_tile);
+  __syncthreads();
+  vt_store_tile<D>(t, it, sm);
 }
 
 template <int D, bool kRotate, class In, class G>
@@ -580,18 +636,7 @@ __device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool w
   const float scale = sm.scale;
   uint8_t* x8 = t.x8;
   const auto cast_and_store = [&](const float (&v)[kUnitElems], bool active, int64_t o, int) {
-    if (!active) return;
-#pragma unroll
-    for (int k = 0; k < kGroups; ++k) {
-      const float* g = v + k * kGroupElems;
-      uint2 packed;
-      packed.x = e4m3x2(__fmul_rn(g[0], scale), __fmul_rn(g[1], scale)) |
-                 e4m3x2(__fmul_rn(g[2], scale), __fmul_rn(g[3], scale)) << 16;
-      packed.y = e4m3x2(__fmul_rn(g[4], scale), __fmul_rn(g[5], scale)) |
-                 e4m3x2(__fmul_rn(g[6], scale), __fmul_rn(g[7], scale)) << 16;
-      // streaming store: x8 is not read again, L2 is better spent on x
-      __stcs(reinterpret_cast<uint2*>(x8 + o + k * (D / kUnitElems) * kGroupElems), packed);
-    }
+    if (active) cast_store_unit<D>(v, scale, x8 + o);
   };
   for_each_unit<D, kRotate, true, In, G>(t, it, sm.masks[it.tensor], cast_and_store);
 }
@@ -688,6 +733,159 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   }
 }
 
+// ---- block-wise scales (Tensor::block_rows > 0) -------------------------------------------------
+// No scale spans more than one work item, so there is no second pass, no counter and no waiting:
+// each item is read from memory once, and the CTAs stride over the items.
+//   block_rows == 1 (q's per-row scales): an item is rows_per_item rows as in the slot schedule;
+//     each row's amax is reduced over its NU lanes inside the unit loop.
+//   block_rows > 1 (k's and v's per key block): an item is one block, held in registers (U units
+//     of 32 values per thread) from its amax to its cast.
+
+// Per-row scales: descale[b, h, row] for every row of the item.
+template <int D, bool kRotate, class In, class G>
+__device__ void cast_rows_item(const Tensor& t, const Item& it, Shared<G>& sm) {
+  constexpr int NU = D / kUnitElems;
+  const int row0 = item_row0<G>(t, it);
+  float* descale = t.descale + (it.b * t.ds_b + it.hk * t.ds_h + row0);
+  uint8_t* x8 = t.x8;
+  const auto cast_row = [&](const float (&v)[kUnitElems], bool active, int64_t o, int u) {
+    // the row's amax, on every lane of the row (inactive units hold zeros): with the rotation the
+    // slot path's bound for one row, sqrt(D * sum x^2) = sqrt(sum y^2) (y unnormalised)
+    float m;
+    if constexpr (kRotate) {
+      m = __fsqrt_rn(row_sum_squares<NU>(v));
+    } else {
+      m = 0.f;
+#pragma unroll
+      for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
+#pragma unroll
+      for (int w = 1; w < NU; w <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, w));
+    }
+    float d;
+    const float scale = scale_of(m, t.descale_factor, &d);
+    if (!active) return;
+    if (unsigned(u) % NU == 0) descale[unsigned(u) / NU] = d;  // group == 1: unit / NU is the row
+    cast_store_unit<D>(v, scale, x8 + o);
+  };
+  for_each_unit<D, kRotate, true, In, G>(t, it, sm.masks[it.tensor], cast_row);
+}
+
+// One block of rows (it.chunk): copied whole into shared memory (cp.async, every copy in flight
+// at once, no registers held), its amax read from there (with the rotation the bound from the
+// unrotated rows, as amax_item), the CTA's maximum, descale[b, h, chunk], then the cast from
+// shared memory (rotated when kRotate). stage[k][u] holds group k of unit u (16 bytes; consecutive
+// units consecutive, so the unit-per-thread reads are conflict-free). Holding the block in
+// registers instead (up to 4 units a thread) spilled at 128 registers.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem)
+               : "memory");
+}
+
+template <int D, bool kRotate, class In, class G>
+__device__ void cast_block_item(const Tensor& t, const Item& it, Shared<G>& sm, uint4* stage) {
+  constexpr int NU = D / kUnitElems;
+  const int row0 = it.chunk * t.rows_per_item;
+  const int units = max(0, min(t.rows_per_item, t.seqlen - row0)) * NU;  // group == 1
+  const int stride = t.rows_per_item * NU;                                 // stage entries per group
+  const int steps = (stride + kThreads - 1) / kThreads;                   // uniform over the CTA
+  const uint16_t* x = t.x + (it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(it.hk) * t.xs_h);
+  for (int u = threadIdx.x; u < units; u += kThreads) {
+    const uint16_t* px = x + (int64_t(unsigned(u) / NU) * t.xs_r + int64_t(unsigned(u) % NU) * kGroupElems);
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) cp_async_16(stage + k * stride + u, px + k * NU * kGroupElems);
+  }
+  asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
+  __syncthreads();
+  const auto unit = [&](int u, uint4 (&raw)[kGroups]) {
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) raw[k] = u < units ? stage[k * stride + u] : make_uint4(0, 0, 0, 0);
+  };
+  float m = 0.f;
+  for (int s = 0; s < steps; ++s) {
+    uint4 raw[kGroups];
+    unit(s * kThreads + int(threadIdx.x), raw);
+    float v[kUnitElems];
+    unpack_unit<In, false>(raw, nullptr, v);  // the bound needs no signs
+    if constexpr (kRotate) {
+      m = fmaxf(m, row_sum_squares<NU>(v));
+    } else {
+#pragma unroll
+      for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
+    }
+  }
+  const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
+  if (threadIdx.x % 32 == 0) sm.warp_max[threadIdx.x / 32] = w;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned cta = 0;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) cta = max(cta, sm.warp_max[i]);
+    float amax = __uint_as_float(cta);
+    if constexpr (kRotate) amax = __fsqrt_rn(__fmul_rn(amax, float(D)));
+    float d;
+    sm.scale = scale_of(amax, t.descale_factor, &d);
+    if (units > 0) t.descale[it.b * t.ds_b + it.hk * t.ds_h + it.chunk] = d;
+  }
+  const bool vt = fp8_vt_head_dim(D) && !kRotate && t.vt;  // V^T: v, never rotated (the API refuses both)
+  if (vt) vt_zero_padding<D>(t, it, sm);  // (with its own barrier when it zeroes)
+  __syncthreads();
+  const float scale = sm.scale;
+  const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
+  for (int s = 0; s < steps; ++s) {
+    const int u = s * kThreads + int(threadIdx.x);
+    uint4 raw[kGroups];
+    unit(u, raw);
+    float v[kUnitElems];
+    unpack_unit<In, kRotate>(raw, masks, v);
+    if constexpr (kRotate) hadamard_row<NU>(v);  // (uniform: the shuffles need every lane)
+    if (u >= units) continue;
+    if constexpr (fp8_vt_head_dim(D) && !kRotate) {
+      if (vt) {
+        vt_cast_unit<D>(v, u, scale, sm);
+        continue;
+      }
+    }
+    const int64_t o = it.b * t.os_b + int64_t(row0 + int(unsigned(u) / NU)) * t.os_r + int64_t(it.hk) * t.os_h +
+                      int64_t(unsigned(u) % NU) * kGroupElems;
+    cast_store_unit<D>(v, scale, t.x8 + o);
+  }
+  if (vt) {
+    __syncthreads();
+    vt_store_tile<D>(t, it, sm);
+  }
+}
+
+template <int D, class In, class G>
+__device__ __forceinline__ void run_block_item_d(const Tensor& t, const Item& it, Shared<G>& sm, uint4* stage) {
+  constexpr bool kCanRotate = (D & (D - 1)) == 0;
+  const auto go = [&](auto rotate) {
+    constexpr bool kRotate = decltype(rotate)::value;
+    if (t.block_rows == 1) cast_rows_item<D, kRotate, In>(t, it, sm);
+    else cast_block_item<D, kRotate, In>(t, it, sm, stage);
+  };
+  if (kCanRotate && t.rotate) {
+    if constexpr (kCanRotate) go(std::true_type{});
+  } else {
+    go(std::false_type{});
+  }
+}
+
+// Dynamic shared memory: the largest block of the launch (block_stage_bytes).
+template <class In>
+__global__ void __launch_bounds__(kThreads, 2) block_quantize_kernel(const __grid_constant__ Args a) {
+  using G = BlockGeometry;
+  __shared__ __align__(16) Shared<G> sm;
+  extern __shared__ uint4 stage[];
+  build_sign_masks(a, sm);
+  __syncthreads();
+  for (int j = blockIdx.x; j < a.items; j += gridDim.x) {
+    const Item it = decode_item<G>(a, j);
+    const Tensor& t = a.t[it.tensor];
+    with_head_dim(t.head_dim, [&](auto d) { run_block_item_d<decltype(d)::value, In>(t, it, sm, stage); });
+    __syncthreads();  // the item's shared memory (warp maxima, scale, V^T tile) is free again
+  }
+}
+
 // ---- varlen: the item prefix ------------------------------------------------------------------
 // One warp per varlen tensor: prefix[b] = the items of slots b' < b (per hk), each slot
 // max(1, ceil(rows / rows_per_item)) items; prefix[batch] = all of them. Launched before the
@@ -763,7 +961,9 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int* max_items_per_slot, int64
     t.descale_factor = s.descale_factor;
     std::copy(s.rotation_signs, s.rotation_signs + 8, t.signs);
     const int units_per_row = t.group * (s.head_dim / kUnitElems);
-    t.rows_per_item = std::max(1, kItemUnits / units_per_row);
+    t.block_rows = s.block_rows;
+    // block-wise: an item is one block (per-row scales: rows as in the slot schedule)
+    t.rows_per_item = s.block_rows > 1 ? s.block_rows : std::max(1, kItemUnits / units_per_row);
     t.items_per_slot = std::max(1, (s.seqlen + t.rows_per_item - 1) / t.rows_per_item);
     t.first_item = int(items);
     t.first_slot = int(slots);
@@ -802,6 +1002,25 @@ cudaError_t bind_workspace(const Fp8QuantizeParams& p, Args& a, int64_t slots, i
                          static_cast<cudaStream_t>(p.stream));
 }
 
+// Block-wise scales: no workspace, one launch. Its shared memory: the static part plus the
+// largest block (bf16/fp16 bytes); as many CTAs per SM as it leaves room for, at most 2 (launch
+// bounds) -- run on the whole GPU, the CTAs striding over the items.
+template <class In>
+int launch_blocks(const Fp8QuantizeParams& p, const Args& a) {
+  int stage_bytes = 0;
+  for (int i = 0; i < a.num_tensors; ++i)
+    if (a.t[i].block_rows > 1) stage_bytes = std::max(stage_bytes, a.t[i].rows_per_item * a.t[i].head_dim * 2);
+  const auto kernel = block_quantize_kernel<In>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, stage_bytes);
+  if (err != cudaSuccess) return int(err);
+  int per_sm = 0;
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, stage_bytes);
+  if (err != cudaSuccess) return int(err);
+  const int grid = std::min(a.items, std::max(1, p.num_sms) * std::max(1, per_sm));
+  kernel<<<grid, kThreads, stage_bytes, static_cast<cudaStream_t>(p.stream)>>>(a);
+  return int(cudaGetLastError());
+}
+
 // kVarlen: some tensor has row_bounds (the kernels' varlen instantiations).
 template <class In, bool kVarlen>
 int launch(const Fp8QuantizeParams& p) {
@@ -811,6 +1030,9 @@ int launch(const Fp8QuantizeParams& p) {
   const int64_t slots = plan(p, a, &max_items_per_slot, &item_bytes);
   if (a.items == 0) return int(cudaSuccess);  // batch 0: nothing to write
   cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+  if constexpr (!kVarlen) {
+    if (p.tensors[0].block_rows > 0) return launch_blocks<In>(p, a);  // (the API: every tensor alike, all dense)
+  }
   int64_t prefix_entries = 0;
   cudaError_t err = bind_workspace(p, a, slots, &prefix_entries);
   if (err != cudaSuccess) return int(err);

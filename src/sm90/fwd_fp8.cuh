@@ -231,4 +231,32 @@ struct Descale {
   }
 };
 
+// Block-wise descales, the FP8 V^T kernels' (Traits::kVColMajor: the FP8 mode's kernels): q's
+// per query row, k's and v's per key block (FwdParams::qd_* and kvd_block; one descale per
+// (batch, heads_k) comes as zero strides). The consumer reads its rows' q descales once per
+// tile and each block's k and v descales one block ahead (fetch), so the loads' latency hides
+// behind the block's GEMMs. Absent tensors read as 1.
+struct BlockDescale {
+  const float* q = nullptr;  // q_descale at (b, h), row 0
+  const float* k = nullptr;  // k_descale / v_descale at (b, hk), block 0
+  const float* v = nullptr;
+  int64_t q_step = 0, kv_step = 0;
+  float k_next = 1.f, v_next = 1.f;  // the block fetch() named
+
+  BlockDescale() = default;
+  CUTE_DEVICE BlockDescale(FwdParams const& p, int b, int h, int hk) {
+    if (p.q_descale) q = p.q_descale + (int64_t(b) * p.qd_batch + int64_t(h) * p.qd_head + int64_t(hk) * p.qd_head_k);
+    const int64_t i = int64_t(b) * p.descale_batch_stride + int64_t(hk) * p.descale_head_stride;
+    if (p.k_descale) k = p.k_descale + i;
+    if (p.v_descale) v = p.v_descale + i;
+    q_step = p.qd_row;
+    kv_step = p.kvd_block;
+  }
+  CUTE_DEVICE float q_row(int row) const { return q ? __ldg(q + row * q_step) : 1.f; }
+  CUTE_DEVICE void fetch(int n) {
+    k_next = k ? __ldg(k + n * kv_step) : 1.f;
+    v_next = v ? __ldg(v + n * kv_step) : 1.f;
+  }
+};
+
 }  // namespace flashcute::sm90

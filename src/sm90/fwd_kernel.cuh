@@ -210,17 +210,21 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       }
       Softmax softmax;
       Descale ds;
-      if constexpr (Traits::kFp8) ds = Descale(p, tc.b, sched.kv_head(tc.h));
+      BlockDescale bd;
+      if constexpr (Traits::kVColMajor) bd = BlockDescale(p, tc.b, tc.h, sched.kv_head(tc.h));
+      else if constexpr (Traits::kFp8) ds = Descale(p, tc.b, sched.kv_head(tc.h));
       if constexpr (Traits::kTransposeV) {
-        consumer.mma(p, ss, pipe_k, pipe_vt, mask, r, tc.m_block, ds.qk, tOrO, softmax, store_pending);
+        consumer.mma(p, ss, pipe_k, pipe_vt, mask, r, tc.m_block, ds.qk, bd, tOrO, softmax, store_pending);
       } else {
-        consumer.mma(p, ss, pipe_k, pipe_v, mask, r, tc.m_block, ds.qk, tOrO, softmax, store_pending);
+        consumer.mma(p, ss, pipe_k, pipe_v, mask, r, tc.m_block, ds.qk, bd, tOrO, softmax, store_pending);
       }
+      // Block-wise descales keep the row max in log2 units with every scale applied (online_scaled).
+      const float lse_scale = Traits::kVColMajor ? 1.f : score_scale_log2(p, ds.qk);
       if constexpr (Traits::kDeferEpilogue) {
-        epilogue.finish_o(p, seq, tc.h, tc.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v, rO_pending);
+        epilogue.finish_o(p, seq, tc.h, tc.m_block, tOrO, softmax, lse_scale, ds.v, rO_pending);
         pending = t;
       } else {
-        epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax, score_scale_log2(p, ds.qk), ds.v, epi_trace);
+        epilogue.store(kp, ss, seq, tc.h, tc.m_block, tOrO, softmax, lse_scale, ds.v, epi_trace);
         consumer.trace(kTrEpilogue, t);
       }
     }

@@ -103,6 +103,15 @@ template <> struct TileConfigFp8Long<128, 128> {
   static constexpr bool kAlias = false, kSections = true, kPingPong = false;
 };
 
+// Block-wise descales (FwdParams::descale_block_keys) are per key tile of the V^T kernels: the
+// API and the quantizer know that tile from common/params.h's fp8_vt_key_block.
+static_assert(TileConfigFp8<128, 128>::kN == fp8_vt_key_block(128, 0) &&
+              TileConfigFp8Long<128, 128>::kN == fp8_vt_key_block(128, kFp8VtLongMinSeqlenK) &&
+              TileConfigFp8Long<128, 128>::kMinSeqlenK == kFp8VtLongMinSeqlenK &&
+              TileConfigFp8<256, 256>::kN == fp8_vt_key_block(256, 0) &&
+              TileConfigFp8Long<256, 256>::kMinSeqlenK == 0,
+              "common/params.h's fp8_vt_key_block must name the FP8 V^T kernels' key tiles");
+
 // FP8 head dims with a V^T-input kernel (FwdParams::v_colmajor, bf16 out), for the FP8 mode: no
 // V transpose in the kernel, which costs 6-9 % of d=256's time and 2-4 % of d=128's (run 68;
 // the other head dims keep only the transposing kernel: fewer instantiations).

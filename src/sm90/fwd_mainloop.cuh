@@ -178,6 +178,9 @@ struct Mainloop {
   static constexpr bool kPinPVWait =
       FLASHCUTE_SM90_PIN_PV_WAIT == 2 ? Traits::kFp8 : bool(FLASHCUTE_SM90_PIN_PV_WAIT);
   static constexpr bool kTwoP = Traits::kTwoP;
+  // Block-wise FP8 descales (fwd_fp8.cuh's BlockDescale): the V^T kernels, which only the FP8
+  // mode calls, take them; the others keep one descale per (batch, heads_k) in the score scale.
+  static constexpr bool kBlockDescale = Traits::kVColMajor;
   static_assert(!kTwoP || (!FLASHCUTE_SM90_INTERLEAVE_SPV && !FLASHCUTE_SM90_V_BEFORE_TURN),
                 "one steady-state schedule at a time");
 
@@ -443,7 +446,7 @@ struct Mainloop {
     template <class PipelineVIn, class TensorO, class Softmax, class AfterFirstS>
     CUTE_DEVICE void mma(FwdParams const& p, SharedStorage& ss, PipelineK& pipe_k, PipelineVIn& pipe_v,
                          WindowMask const& mask, TileRange const& r, int m_block, float qk_descale,
-                         TensorO& tOrO, Softmax& softmax, AfterFirstS&& after_first_s) {
+                         BlockDescale& bd, TensorO& tOrO, Softmax& softmax, AfterFirstS&& after_first_s) {
       TiledMmaQK mma_qk;
       TiledMmaPV mma_pv;
       auto thr_qk = mma_qk.get_thread_slice(tid);
@@ -491,17 +494,48 @@ struct Mainloop {
       const float scale_log2 = score_scale_log2(p, qk_descale);
       const float softcap_inv = p.softcap_inv * qk_descale;
       const int wg_row_begin = r.row_begin + wg * 64;
-      float corr[decltype(size<0>(sRowCol))::value];
+      constexpr int kRows = decltype(size<0>(sRowCol))::value;
+      float corr[kRows];
+      // Block-wise descales (the V^T kernels): each row's score scale times its q descale (with
+      // softcap: the cap's 1 / softcap instead; its exponent scale is then softcap_log2). Rows past
+      // the sequence's end read the last row's (their output is never stored).
+      float c_row[kRows];
+      if constexpr (kBlockDescale) {
+        CUTE_UNROLL
+        for (int i = 0; i < kRows; ++i)
+          c_row[i] = (softcap ? softcap_inv : scale_log2) * bd.q_row(min(r.row_begin + int(get<0>(cRowCol(i, 0))), r.row_end - 1));
+      }
 
       // Softcap, then the mask only on the blocks that need it, then the online softmax.
       auto scores_to_p = [&](int n) {
-        if (softcap) apply_softcap(tSrS, softcap_inv);
+        float sc[kRows];
+        float k_n = 1.f, v_n = 1.f;
+        if constexpr (kBlockDescale) {
+          k_n = bd.k_next, v_n = bd.v_next;
+          bd.fetch(max(n - 1, 0));  // the next block's (n descends), while this one's softmax runs
+          CUTE_UNROLL
+          for (int i = 0; i < kRows; ++i) sc[i] = c_row[i] * k_n;
+          if (softcap) {
+            CUTE_UNROLL
+            for (int i = 0; i < kRows; ++i) {
+              CUTE_UNROLL
+              for (int c = 0; c < size<1>(sRowCol); ++c) sRowCol(i, c) = tanhf(sRowCol(i, c) * sc[i]);
+              sc[i] = p.softcap_log2;
+            }
+          }
+        } else if (softcap) {
+          apply_softcap(tSrS, softcap_inv);
+        }
         if (mask.template block_needs_mask<kBlockN>(n, wg_row_begin, wg_row_begin + 64)) {
           // The bit-mask form (R2P + FSEL), except at 16-bit d=128, where it spilled: the two P
           // buffers leave no registers for it.
           mask.template apply<!kTwoP>(sRowCol, cRowCol, r.row_begin, n * kBlockN);
         }
-        softmax.online(sRowCol, scale_log2, corr);
+        if constexpr (kBlockDescale) {
+          softmax.online_scaled(sRowCol, sc, __log2f(v_n), __frcp_rn(v_n), corr);
+        } else {
+          softmax.online(sRowCol, scale_log2, corr);
+        }
       };
       auto convert_p_into = [&](auto& dst) {
         if constexpr (Traits::kFp8) {
@@ -534,6 +568,7 @@ struct Mainloop {
       int lo, hi;
       mask.template key_block_range<kBlockN>(wg_row_begin, min(wg_row_begin + 64, r.row_end), lo, hi);
       const int n_top = max(r.n_min + 1, min(hi, r.n_max));
+      if constexpr (kBlockDescale) bd.fetch(n_top - 1);  // the first block scores_to_p takes
       for (int n = r.n_max - 1; n >= n_top; --n) {
         pipe_k.consumer_wait(state_k);
         pipe_k.consumer_release(state_k);

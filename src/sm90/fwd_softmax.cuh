@@ -125,6 +125,40 @@ struct Sm90OnlineSoftmax {
     }
   }
 
+  // online() for block-wise FP8 descales (the V^T kernels, BlockDescale in fwd_fp8.cuh). The
+  // block's scores scale by sc[r] (log2 units: softmax scale x q's row descale x the block's k
+  // descale) and the block's v descale w^-1 enters as bias = log2(1 / w) on the exponent, so
+  // that P V adds v's scale without a pass over O. row_max is then in these log2 units (bias
+  // included) and the row sum gains P * w: O / sum and the LSE (finalize with scale_log2 = 1 and
+  // o_scale = 1) stay those of the unbiased scores. Lazy rescaling and the P offset as online().
+  template <class TensorS>
+  CUTE_DEVICE void online_scaled(TensorS&& s, float const (&sc)[kRows], float bias, float w, float (&corr)[kRows]) {
+    static_assert(decltype(size<0>(s))::value == kRows);
+    bool any_grow = false;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float m = lane_group_allreduce<4>(row_fold(s, r, -INFINITY, MaxOp{}), MaxOp{});
+      const float m_new = fmaxf(row_max[r], fmaf(m, sc[r], bias));  // -inf scores stay -inf
+      // -inf -> finite: +inf (grow); -inf -> -inf: NaN (no growth)
+      const bool grow = m_new - row_max[r] > kLazyLog2;
+      corr[r] = grow ? exp2f(row_max[r] - m_new) : 1.f;
+      if (grow) row_max[r] = m_new;
+      row_sum[r] *= corr[r];
+      any_grow |= grow;
+    }
+    rescaled = __any_sync(0xffffffffu, any_grow);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float offset = float(kPOffsetLog2) + bias - (row_max[r] == -INFINITY ? 0.f : row_max[r]);
+#pragma unroll
+      for (int c = 0; c < size<1>(s); ++c) s(r, c) = exp2f(fmaf(s(r, c), sc[r], offset));
+      float sum = s(r, 0);
+#pragma unroll
+      for (int c = 1; c < size<1>(s); ++c) sum += s(r, c);
+      row_sum[r] = fmaf(sum, w, row_sum[r]);
+    }
+  }
+
   // A value that depends on every P of the last online() (for warpgroup_wait_after); >= 0.
   CUTE_DEVICE float sum_dependency() const {
     float d = row_sum[0];
