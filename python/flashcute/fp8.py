@@ -8,10 +8,15 @@ and `flashcute.flash_attn_func(..., fp8=True)` uses them (see FP8Config).
     y = hadamard(x, seed=0)                   # x @ R, R orthogonal (d, d)
     R = hadamard_matrix(d, seed=0)            # the matrix itself
 
-Why per-(batch, head_k) scales: the kernel applies one descale per (batch, kv head) to the
-whole S = q k^T tile and to O, so finer (block-wise) scales cannot be expressed without a
-kernel change. For GQA the q heads of one group share k's descale slot, so q's scale is the
-amax over the q heads of the group.
+Scales: quantize() gives one per (batch, head_k), FA3's descale convention, which every FP8
+kernel takes (the kernel applies it to the whole S = q k^T tile and to O); for GQA the q heads
+of one group share k's descale slot, so q's scale is the amax over the q heads of the group.
+quantize_qkv(..., block_keys=N) gives block-wise scales instead: q's per (batch, head, row), k's
+and v's per (batch, head_k, block of N keys). The FP8 V^T kernels (the FP8 mode's, head dims
+128 and 256) take those with N their key tile (flashcute.ops.vt_key_block): k's block scale is
+folded into the block's scores, v's into P's exponent (its row sum divides it out again). With
+them no scale spans more than one block, so the CUDA quantizer reads each block once instead of
+every (batch, head) twice; that is why the FP8 mode uses them (FP8Config.block_scales).
 
 Why a rotation: an orthogonal R applied to both q and k leaves q k^T unchanged (q R R^T k^T =
 q k^T) but mixes every coordinate of a row into every other, so a few outlier coordinates no

@@ -1,4 +1,5 @@
-// FP8 (e4m3) quantization of fp16/bf16 tensors, one scale per (batch, heads_k) slot, with an
+// FP8 (e4m3) quantization of fp16/bf16 tensors, one scale per (batch, heads_k) slot (or, with
+// block_rows, per block of rows: block_quantize_kernel below, each block read once), with an
 // optional Hadamard rotation: flashcute_fp8_quantize (include/flashcute/flashcute.h states the
 // arithmetic; it is flashcute.fp8._quantize_torch's, bit for bit without the rotation, for all
 // inputs but bf16 values below fp32's normal range, which the kernel library's -ftz flushes).
