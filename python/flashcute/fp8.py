@@ -512,21 +512,7 @@ def _quantize_cuda(jobs, heads_k, seed, outs=None, vt_last=False):
             raise ValueError("outs: contiguous x8 of x's shape (V^T's for vt_last) and descale (batch, heads_k) expected")
         if b == 0:
             continue  # nothing to read or write
-        a = _lib.Fp8QuantizeArgs()
-        if s > 0:
-            x, xs = _kernel_ready(x, x.shape)  # in place unless the last dim / alignment needs a copy
-            keep.append(x)
-            a.x, a.x8 = x.data_ptr(), x8.data_ptr()
-            a.x_batch_stride, a.x_row_stride, a.x_head_stride = xs[0], xs[1], xs[2]
-            if vt:  # (b, h, d, keys): the row stride steps d
-                a.x8_batch_stride, a.x8_head_stride, a.x8_row_stride = x8.stride(0), x8.stride(1), x8.stride(2)
-            else:
-                a.x8_batch_stride, a.x8_row_stride, a.x8_head_stride = s * h * d, h * d, d
-        a.x8_vt = int(vt)
-        a.descale = descale.data_ptr()
-        a.batch, a.seqlen = b, s
-        _set_common_args(a, x, rotate, seed, heads_k)
-        args.append(a)
+        args.append(_dense_args(x, x8, descale, vt, rotate, seed, heads_k, keep))
     if args:
         def workspace(nbytes):
             w = torch.empty(nbytes, dtype=torch.uint8, device=dev)
@@ -536,6 +522,27 @@ def _quantize_cuda(jobs, heads_k, seed, outs=None, vt_last=False):
                                                      _ops._stream_handle(jobs[0][0])))
     del keep  # copies stay alive until the launch is enqueued; the caching allocator is stream-ordered
     return results
+
+
+def _dense_args(x, x8, descale, vt, rotate, seed, heads_k, keep):
+    """A dense job's flashcute_fp8_quantize_args: x (b, s, h, d), x8 its shape or V^T's (vt);
+    any copy of x (alignment) kept alive in `keep`."""
+    b, s, h, d = x.shape
+    a = _lib.Fp8QuantizeArgs()
+    if s > 0:
+        x, xs = _kernel_ready(x, x.shape)  # in place unless the last dim / alignment needs a copy
+        keep.append(x)
+        a.x, a.x8 = x.data_ptr(), x8.data_ptr()
+        a.x_batch_stride, a.x_row_stride, a.x_head_stride = xs[0], xs[1], xs[2]
+        if vt:  # (b, h, d, keys): the row stride steps d
+            a.x8_batch_stride, a.x8_head_stride, a.x8_row_stride = x8.stride(0), x8.stride(1), x8.stride(2)
+        else:
+            a.x8_batch_stride, a.x8_row_stride, a.x8_head_stride = s * h * d, h * d, d
+    a.x8_vt = int(vt)
+    a.descale = descale.data_ptr()
+    a.batch, a.seqlen = b, s
+    _set_common_args(a, x, rotate, seed, heads_k)
+    return a
 
 
 def _set_common_args(a, x, rotate, seed, heads_k):
@@ -593,20 +600,7 @@ def _quantize_cuda_blocks(jobs, seed, outs=None, vt_last=False):
             raise ValueError("outs: contiguous x8 of x's shape (V^T's for vt_last) and descale (batch, heads, blocks)")
         if b == 0:
             continue
-        a = _lib.Fp8QuantizeArgs()
-        if s > 0:
-            x, xs = _kernel_ready(x, x.shape)
-            keep.append(x)
-            a.x, a.x8 = x.data_ptr(), x8.data_ptr()
-            a.x_batch_stride, a.x_row_stride, a.x_head_stride = xs[0], xs[1], xs[2]
-            if vt:
-                a.x8_batch_stride, a.x8_head_stride, a.x8_row_stride = x8.stride(0), x8.stride(1), x8.stride(2)
-            else:
-                a.x8_batch_stride, a.x8_row_stride, a.x8_head_stride = s * h * d, h * d, d
-        a.x8_vt = int(vt)
-        a.descale = descale.data_ptr()
-        a.batch, a.seqlen = b, s
-        _set_common_args(a, x, rotate, seed, h)
+        a = _dense_args(x, x8, descale, vt, rotate, seed, h, keep)
         a.descale_batch_stride, a.descale_head_stride = descale.stride(0), descale.stride(1)
         a.block_rows = rows
         args.append(a)

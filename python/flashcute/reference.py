@@ -144,6 +144,19 @@ def _tensor_core_scores(a8, b8):
     return s[:m, :n]
 
 
+def _scaled_scores(q8, k8, kf, mult, softcap, mask, cdt, tensor_core_scores):
+    """q8 (m, d) and k8 (n, d) (kf: k8 in cdt) -> the scores times mult, capped, masked."""
+    # S = q8 k8^T: every product of two e4m3 values is exact in fp32; fp32 accumulation
+    if tensor_core_scores:
+        s = _tensor_core_scores(q8, k8).to(cdt)
+    else:
+        s = q8.to(cdt) @ kf.T
+    s = s * mult
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    return s.masked_fill(~mask, -math.inf)
+
+
 def _fp8_one_sequence(q8, k8, v8, qd, kd, vd, mask, scale, softcap, p_offset_log2, cdt, chunk,
                       tensor_core_scores=False, block=0):
     """q8 (sq, hq, d), k8 (sk, hk, d), v8 (sk, hk, dv) float8_e4m3fn; qd/kd/vd (hk,) float32
@@ -167,15 +180,8 @@ def _fp8_one_sequence(q8, k8, v8, qd, kd, vd, mask, scale, softcap, p_offset_log
         mult = (torch.tensor(scale, dtype=torch.float32, device=q8.device) * qd[j] * kd[j]).to(cdt)
         for r0 in range(0, sq, chunk):
             r1 = min(sq, r0 + chunk)
-            # S = q8 k8^T: every product of two e4m3 values is exact in fp32; fp32 accumulation
-            if tensor_core_scores:
-                s = _tensor_core_scores(q8[r0:r1, h], k8[:, j]).to(cdt)
-            else:
-                s = q8[r0:r1, h].to(cdt) @ kf[:, j].T
-            s = s * mult
-            if softcap > 0:
-                s = softcap * torch.tanh(s / softcap)
-            s = s.masked_fill(~mask[r0:r1], -math.inf)
+            s = _scaled_scores(q8[r0:r1, h], k8[:, j], kf[:, j], mult, softcap, mask[r0:r1], cdt,
+                               tensor_core_scores)
             m = s.amax(dim=-1, keepdim=True)
             seen = torch.isfinite(m)
             m = torch.where(seen, m, torch.zeros_like(m))
@@ -207,14 +213,9 @@ def _fp8_blocks_one_sequence(q8, k8, vf, qd, kd, vd, mask, scale, softcap, p_off
         vd_keys = vd[j].repeat_interleave(block)[:sk].to(cdt)
         for r0 in range(0, sq, chunk):
             r1 = min(sq, r0 + chunk)
-            if tensor_core_scores:
-                s = _tensor_core_scores(q8[r0:r1, h], k8[:, j]).to(cdt)
-            else:
-                s = q8[r0:r1, h].to(cdt) @ kf[:, j].T
-            s = s * (scale * qd[h, r0:r1].to(cdt)).unsqueeze(-1) * kd_keys
-            if softcap > 0:
-                s = softcap * torch.tanh(s / softcap)
-            s = s.masked_fill(~mask[r0:r1], -math.inf)
+            mult = (scale * qd[h, r0:r1].to(cdt)).unsqueeze(-1) * kd_keys
+            s = _scaled_scores(q8[r0:r1, h], k8[:, j], kf[:, j], mult, softcap, mask[r0:r1], cdt,
+                               tensor_core_scores)
             t = s * _LOG2E + torch.log2(vd_keys)
             m = t.amax(dim=-1, keepdim=True)
             seen = torch.isfinite(m)

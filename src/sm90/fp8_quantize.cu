@@ -490,6 +490,23 @@ __device__ __forceinline__ float scale_of(float amax, float descale_factor, floa
   return __fmul_rn(__frcp_rn(safe), kE4m3Max);
 }
 
+// The CTA's amax from each thread's m (>= 0: max |x|, or with the rotation the largest row sum
+// of squares, whose bound sqrt(D * m) it then returns); valid in thread 0, after a barrier.
+template <int D, bool kRotate, class G>
+__device__ __forceinline__ float cta_amax(float m, Shared<G>& sm) {
+  const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));  // non-negative floats order like their bits
+  if (threadIdx.x % 32 == 0) sm.warp_max[threadIdx.x / 32] = w;
+  __syncthreads();
+  unsigned cta = 0;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) cta = max(cta, sm.warp_max[i]);
+  }
+  float amax = __uint_as_float(cta);
+  if constexpr (kRotate) amax = __fsqrt_rn(__fmul_rn(amax, float(D)));
+  return amax;
+}
+
 // The A pass. Without the rotation: max |x|. With it: not max |y| but the bound
 // sqrt(D * max_row sum(x^2)) >= max |y| (each y_i is a +-1 combination of the row's D values),
 // read from the unrotated rows: ~3 instructions per element instead of the transform's ~12.
@@ -517,16 +534,10 @@ __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared
     };
     for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], track_max);
   }
-  const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
-  if (threadIdx.x % 32 == 0) sm.warp_max[threadIdx.x / 32] = w;
-  __syncthreads();
+  const float amax = cta_amax<D, kRotate>(m, sm);
   if (threadIdx.x == 0) {
-    unsigned cta = 0;
-#pragma unroll
-    for (int i = 0; i < kWarps; ++i) cta = max(cta, sm.warp_max[i]);
     // sqrt(D * ss) is monotonic in ss: the slot's max over items is the bound of its max row
-    if constexpr (kRotate) cta = __float_as_uint(__fsqrt_rn(__fmul_rn(__uint_as_float(cta), float(D))));
-    atomicMax(a.amax + it.slot, cta);
+    atomicMax(a.amax + it.slot, __float_as_uint(amax));
     add_release(a.done + it.slot, 1u);
   }
 }
@@ -814,15 +825,8 @@ __device__ void cast_block_item(const Tensor& t, const Item& it, Shared<G>& sm, 
       for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
     }
   }
-  const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
-  if (threadIdx.x % 32 == 0) sm.warp_max[threadIdx.x / 32] = w;
-  __syncthreads();
+  const float amax = cta_amax<D, kRotate>(m, sm);
   if (threadIdx.x == 0) {
-    unsigned cta = 0;
-#pragma unroll
-    for (int i = 0; i < kWarps; ++i) cta = max(cta, sm.warp_max[i]);
-    float amax = __uint_as_float(cta);
-    if constexpr (kRotate) amax = __fsqrt_rn(__fmul_rn(amax, float(D)));
     float d;
     sm.scale = scale_of(amax, t.descale_factor, &d);
     if (units > 0) t.descale[it.b * t.ds_b + it.hk * t.ds_h + it.chunk] = d;
