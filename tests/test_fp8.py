@@ -517,6 +517,13 @@ def test_v_colmajor_c_abi_validation():
             _lib.fwd(args(**kw))
     with pytest.raises(ValueError, match=r"v \(V\^T\).*row"):
         _lib.fwd(args(v_row_stride=40))  # a d row is not 16-byte aligned
+    # block-wise descales: only with V^T, and only with the kernel's key tile as the block
+    with pytest.raises(NotImplementedError, match="descale_block_keys"):
+        _lib.fwd(args(v_colmajor=0, descale_block_keys=128))
+    with pytest.raises(ValueError, match="descale_block_keys: 64.*is 128"):
+        _lib.fwd(args(descale_block_keys=64))
+    with pytest.raises(ValueError, match="q_descale_batch_stride"):
+        _lib.fwd(args(descale_block_keys=128, q_descale_batch_stride=-1))
 
 
 def test_quantize_x8_vt_validation_and_fake_shapes():

@@ -89,19 +89,22 @@ def check_fp8_kernel(qs, ks, vs, what, out_dtype=BF, varlen=False, atol=1e-3, bl
     ref, lref = attention_ref(*deq, **ref_kw)
     emu, lemu = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, out_dtype=out_dtype,
                                        p_offset_log2=KERNEL_P_OFFSET, descale_block_keys=block, **ref_kw)
+    # The FP8 tensor cores accumulate Q K^T with less than fp32 precision, so the low-precision
+    # reference is also run with its scores from the tensor cores (torch._scaled_mm, fast
+    # accumulation), and the larger of the two emulations' errors is the yardstick. LSE has no P
+    # rounding to hide behind (its error is the scores' error: with exact scores the bound would
+    # be fp32's rounding, ~1e-6); out does where softmax is flat, but not where a row's scores are
+    # in the hundreds and its weight sits on a few keys (outliers in q and k).
+    tc, ltc = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, out_dtype=out_dtype,
+                                     p_offset_log2=KERNEL_P_OFFSET, tensor_core_scores=True,
+                                     descale_block_keys=block, **ref_kw)
     err = (out.double() - ref).abs().max().item() if out.numel() else 0.0
-    err_emu = (emu.double() - ref).abs().max().item() if out.numel() else 0.0
+    err_emu = max((emu.double() - ref).abs().max().item(), (tc.double() - ref).abs().max().item()) \
+        if out.numel() else 0.0
     assert err <= 2 * err_emu + atol, f"{what}: out error {err:.3e} > 2 * {err_emu:.3e} + {atol}"
     fin = torch.isfinite(lref)
     assert torch.equal(torch.isfinite(lse), fin), f"{what}: -inf pattern of lse differs"
     if fin.any():
-        # LSE has no P rounding to hide behind: its error is the scores' error, and the FP8
-        # tensor cores accumulate Q K^T with less than fp32 precision. So the low-precision
-        # reference for LSE takes its scores from the tensor cores too (torch._scaled_mm, fast
-        # accumulation); with exact scores the bound would be the fp32 rounding (~1e-6).
-        _, ltc = attention_fp8_emulated(q8, k8, v8, qd, kd, vd, out_dtype=out_dtype,
-                                        p_offset_log2=KERNEL_P_OFFSET, tensor_core_scores=True,
-                                        descale_block_keys=block, **ref_kw)
         lerr = (lse.double() - lref)[fin].abs().max().item()
         lerr_emu = max((lemu.double() - lref)[fin].abs().max().item(),
                        (ltc.double() - lref)[fin].abs().max().item())
@@ -192,7 +195,7 @@ def test_fp8_kernel_v_colmajor_per_head_descales(d, sq, sk, mi):
     qs, ks, vs = quantized(2, sq, sk, 8, 2, d, seed=sk + mi)
     base, lbase = check_fp8_kernel(qs, ks, vs, f"transposing d={d} {sq}x{sk} m{mi}", **MASKS[mi])
     out, lse = check_fp8_kernel(qs, ks, vs, f"V^T d={d} {sq}x{sk} m{mi}", vt=ops.v_colmajor(vs[0]), **MASKS[mi])
-    assert (out.float() - base.float()).abs().max().item() <= 1e-2
+    assert (out.float() - base.float()).abs().max().item() <= 2e-2 * base.float().abs().max().item()
     fin = torch.isfinite(lbase)
     assert torch.equal(torch.isfinite(lse), fin)
     assert (lse - lbase)[fin].abs().max().item() <= 1e-5
@@ -236,7 +239,7 @@ def test_fp8_kernel_block_descales_softcap_and_refusals():
     q8, k8, vt8b, (qd, kd, vd) = F.quantize_qkv(*(_randn(1, 300, h, d, dtype=BF) for h in (4, 2, 2)),
                                                  impl="torch", v_colmajor=True, block_keys=64)
     out, lse = nan_out(q8, vs[0], False)
-    with pytest.raises(ValueError, match="descale_block_keys"):
+    with pytest.raises(ValueError, match="block-wise descales expected"):
         _fwd_into(q8, k8, vs[0], out, lse, descales=(qd, kd, vd), vt=vt8b)
     assert ops.vt_key_block(d, 300) == 128 != 64
 

@@ -189,8 +189,11 @@ def _check_int_tensor(name: str, t: torch.Tensor, length: Optional[int], what: s
         raise ValueError(f"{name}: has {t.shape[0]} entries; expected {length} ({what})")
 
 
-def check_descales(names_and: Sequence[tuple], dtype, batch: int, heads_k: int, qname: str) -> None:
-    for n, t in names_and:
+def check_descales(names_and: Sequence[tuple], dtype, batch: int, heads_k: int, qname: str,
+                   blocks: Optional[tuple] = None) -> None:
+    """blocks: block-wise descales (the V^T kernels'), ((batch, heads_q, seqlen_q) for q,
+    (batch, heads_k, key blocks) for k and v); None: one per (batch, heads_k)."""
+    for i, (n, t) in enumerate(names_and):
         if t is None:
             continue
         _is_tensor(n, t)
@@ -198,7 +201,11 @@ def check_descales(names_and: Sequence[tuple], dtype, batch: int, heads_k: int, 
             raise ValueError(f"{n}: descale factors apply only to float8_e4m3fn inputs, but {qname} is {dtype}")
         if t.dtype != torch.float32:
             raise TypeError(f"{n}: dtype {t.dtype}; must be torch.float32")
-        if tuple(t.shape) != (batch, heads_k):
+        if blocks is not None:
+            want = blocks[0] if i == 0 else blocks[1]
+            if tuple(t.shape) != want:
+                raise ValueError(f"{n}: shape {tuple(t.shape)}; block-wise descales expected {want}")
+        elif tuple(t.shape) != (batch, heads_k):
             raise ValueError(f"{n}: shape {tuple(t.shape)}; expected (batch, heads_k) = ({batch}, {heads_k})")
 
 
@@ -209,10 +216,11 @@ _DESCALE_NAMES = _EXTRA_NAMES[3:]
 def check_fwd(q, k, v, *, names=("q", "k", "v"), varlen=False, cu_seqlens_q=None, cu_seqlens_k=None,
               max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, window_size=(-1, -1), softcap=0.0,
               softmax_scale=None, causal=False, allow_fp8=False, descales=(None, None, None),
-              backend="auto", layout=None, fp8_mode=None) -> tuple:
+              backend="auto", layout=None, fp8_mode=None, descale_block_keys=0) -> tuple:
     """All structural rules. q/k/v are in FA layout: (batch, seqlen, heads, dim) dense or
     (total, heads, dim) varlen. fp8_mode: an FP8Config when the FP8 mode is on (bf16/fp16 inputs
-    quantized by flashcute). Returns (window_left, window_right).
+    quantized by flashcute). descale_block_keys > 0: the descales are block-wise (dense, the FP8
+    V^T kernels': fp8.quantize_qkv(block_keys=...)). Returns (window_left, window_right).
 
     This runs on every eager call, so the rules are written to be cheap when they pass: shapes
     are read once, and messages are only built on failure."""
@@ -264,7 +272,10 @@ def check_fwd(q, k, v, *, names=("q", "k", "v"), varlen=False, cu_seqlens_q=None
             raise ValueError(f"{vn}: has seqlen {vsh[1]} but {kn} has seqlen {ksh[1]}; they must be equal")
 
     if q_descale is not None or k_descale is not None or v_descale is not None:
-        check_descales(zip(_DESCALE_NAMES, descales), q.dtype, batch, hk, qn)
+        blocks = None
+        if descale_block_keys > 0 and not varlen:
+            blocks = ((batch, hq, qsh[1]), (batch, hk, -(-ksh[1] // descale_block_keys)))
+        check_descales(zip(_DESCALE_NAMES, descales), q.dtype, batch, hk, qn, blocks)
     return wl, wr
 
 

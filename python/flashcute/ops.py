@@ -406,11 +406,13 @@ def _fwd_into(q, k, v, out, lse, *, cu_seqlens_q=None, cu_seqlens_k=None, sequse
     so an element the kernel forgets to write fails the test). Not part of the public API.
     vt: V^T of v (v_colmajor's layout) to run the kernel on instead of v (v is still validated)."""
     varlen = cu_seqlens_q is not None
+    blocked = vt is not None and not varlen and any(t is not None and t.dim() == 3 for t in descales)
     wl, wr = V.check_fwd(q, k, v, varlen=varlen, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                          max_seqlen_q=max_seqlen_q if varlen else None,
                          max_seqlen_k=max_seqlen_k if varlen else None, seqused_k=seqused_k,
                          window_size=window_size, softcap=softcap, softmax_scale=softmax_scale,
-                         causal=causal, allow_fp8=True, descales=descales, backend=backend)
+                         causal=causal, allow_fp8=True, descales=descales, backend=backend,
+                         descale_block_keys=vt_key_block(q.shape[-1], k.shape[1]) if blocked else 0)
     od = None if q.dtype in (torch.float16, torch.bfloat16) else out.dtype
     want_out, want_lse = _alloc_outputs(q.to("meta") if q.device.type != "meta" else q,
                                         v.to("meta") if v.device.type != "meta" else v, varlen, od)

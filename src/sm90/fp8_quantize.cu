@@ -100,13 +100,13 @@ constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's tw
 // The kernel's instantiation: kVarlen, row ranges from Tensor::bounds (a launch with a varlen
 // tensor), has its own, so that the dense kernel's code (and registers) stay as they are.
 // kVtTileBytes: the V^T staging tile, e4m3 bytes of the largest V^T item (the block-wise
-// kernel's items are whole blocks of up to kFp8QuantizeMaxBlockElems elements).
+// kernel lays its tile over the item's shared-memory stage instead: kBlockVtKeys).
 template <bool kVarlen_, int kVtTileBytes_ = kItemUnits * kUnitElems>
 struct Geometry {
   static constexpr bool kVarlen = kVarlen_;
   static constexpr int kVtTileBytes = kVtTileBytes_;
 };
-using BlockGeometry = Geometry<false, kFp8QuantizeMaxBlockElems>;
+using BlockGeometry = Geometry<false, 16>;  // its V^T tile lies over a stage (block_quantize_kernel)
 
 // One tensor as the kernel sees it (element strides; x8 elements are bytes).
 struct Tensor {
@@ -567,28 +567,39 @@ __device__ __forceinline__ float slot_scale(const Args& a, const Tensor& t, cons
 // d; the slot's last item also writes the zero padding up to its 32-key boundary.
 // The V^T cast in three steps, shared by the slot and the block-wise kernels: zero the tile's
 // padding keys (the slot's tail item), cast each unit into the tile, store the tile's rows.
-// The item's rows, padding included; computed again where needed rather than held (held through
-// the cast loop, they spilled at the 64 registers of 4 CTAs per SM).
+// tile: kKeys keys (bytes) per d row. The item's rows, padding included, are computed again
+// where needed rather than held (held through the cast loop, they spilled at the 64 registers
+// of 4 CTAs per SM).
 __device__ __forceinline__ int vt_item_rows(const Tensor& t, const Item& it, int& row0) {
   row0 = it.chunk * t.rows_per_item;
   return max(0, min(t.rows_per_item, t.seqlen - row0));
 }
 
-template <int D, class G>
-__device__ __forceinline__ void vt_zero_padding(const Tensor& t, const Item& it, Shared<G>& sm) {
+// Zeroes the whole tile where the item ends in padding keys (then a barrier); uniform.
+template <int D, int kKeys>
+__device__ __forceinline__ void vt_zero_padding(const Tensor& t, const Item& it, uint8_t* tile) {
   int row0;
   const int rows = vt_item_rows(t, it, row0);
-  if ((rows + 31) / 32 * 32 != rows) {  // a tail with padding keys
-    for (int i = threadIdx.x; i < G::kVtTileBytes / 16; i += kThreads)
-      reinterpret_cast<uint4*>(sm.vt_tile)[i] = make_uint4(0, 0, 0, 0);
+  if ((rows + 31) / 32 * 32 != rows) {
+    for (int i = threadIdx.x; i < D * kKeys / 16; i += kThreads) reinterpret_cast<uint4*>(tile)[i] = make_uint4(0, 0, 0, 0);
     __syncthreads();
   }
 }
 
-// Unit u (group == 1: a unit is (key, lane)) of a V^T item, scaled, into the tile.
-template <int D, class G>
-__device__ __forceinline__ void vt_cast_unit(const float (&v)[kUnitElems], int u, float scale, Shared<G>& sm) {
-  constexpr int NU = D / kUnitElems, kKeys = G::kVtTileBytes / D;
+// Unit u's 32 values, scaled, as e4m3 bytes in register order: byte i of the 32 is value i
+// (coordinate 8 (i / 8 * NU + lane) + i % 8), four to a word.
+constexpr int kUnitWords = kUnitElems / 4;
+__device__ __forceinline__ void vt_cast_bytes(const float (&v)[kUnitElems], float scale, uint32_t (&b)[kUnitWords]) {
+#pragma unroll
+  for (int i = 0; i < kUnitWords; ++i)
+    b[i] = e4m3x2(__fmul_rn(v[4 * i], scale), __fmul_rn(v[4 * i + 1], scale)) |
+           e4m3x2(__fmul_rn(v[4 * i + 2], scale), __fmul_rn(v[4 * i + 3], scale)) << 16;
+}
+
+// Unit u's bytes (group == 1: a unit is (key, lane)) into the tile at the key's V^T position.
+template <int D, int kKeys>
+__device__ __forceinline__ void vt_place_unit(const uint32_t (&b)[kUnitWords], int u, uint8_t* tile) {
+  constexpr int NU = D / kUnitElems;
   static_assert(kKeys % 32 == 0, "V^T items hold whole 32-key groups (the P permutation's span)");
   // unsigned, so that / and % are a shift and a mask
   const int pos = vt_position(int(unsigned(u) / NU)), lane = int(unsigned(u) % NU);
@@ -597,21 +608,16 @@ __device__ __forceinline__ void vt_cast_unit(const float (&v)[kUnitElems], int u
     // the group's 8 rows d0 .. d0 + 7 share one swizzle (d0 is a multiple of 8): one address,
     // and the 8 stores at constant offsets from it
     const int d0 = (k * NU + lane) * kGroupElems;
-    uint8_t* rows = sm.vt_tile + vt_tile_offset<kKeys>(d0, pos);
+    uint8_t* rows = tile + vt_tile_offset<kKeys>(d0, pos);
 #pragma unroll
-    for (int e = 0; e < kGroupElems; e += 2) {
-      const uint32_t two = e4m3x2(__fmul_rn(v[k * kGroupElems + e], scale), __fmul_rn(v[k * kGroupElems + e + 1], scale));
-      rows[e * kKeys] = uint8_t(two);
-      rows[(e + 1) * kKeys] = uint8_t(two >> 8);
-    }
+    for (int e = 0; e < kGroupElems; ++e) rows[e * kKeys] = uint8_t(b[(k * kGroupElems + e) / 4] >> (8 * (e % 4)));
   }
 }
 
 // After a CTA barrier: the tile's rows leave as 16-byte stores, one V^T row segment per d, the
 // padding up to the 32-key boundary included.
-template <int D, class G>
-__device__ __forceinline__ void vt_store_tile(const Tensor& t, const Item& it, Shared<G>& sm) {
-  constexpr int kKeys = G::kVtTileBytes / D;
+template <int D, int kKeys>
+__device__ __forceinline__ void vt_store_tile(const Tensor& t, const Item& it, const uint8_t* tile) {
   int row0;
   const int keys = (vt_item_rows(t, it, row0) + 31) / 32 * 32;
   uint8_t* out = t.x8 + it.b * t.os_b + int64_t(it.hk) * t.os_h + row0;
@@ -619,20 +625,24 @@ __device__ __forceinline__ void vt_store_tile(const Tensor& t, const Item& it, S
   for (int i = threadIdx.x; i < D * vecs; i += kThreads) {
     const int d = i / vecs, c = i - d * vecs;
     __stcs(reinterpret_cast<uint4*>(out + int64_t(d) * t.os_r + c * 16),
-           *reinterpret_cast<const uint4*>(sm.vt_tile + vt_tile_offset<kKeys>(d, c * 16)));
+           *reinterpret_cast<const uint4*>(tile + vt_tile_offset<kKeys>(d, c * 16)));
   }
 }
 
 template <int D, class In, class G>
 __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm) {
-  vt_zero_padding<D>(t, it, sm);
+  constexpr int kKeys = G::kVtTileBytes / D;  // keys per item: 128 (D 128), 64 (D 256)
+  vt_zero_padding<D, kKeys>(t, it, sm.vt_tile);
   const float scale = sm.scale;
   const auto cast_to_tile = [&](const float (&v)[kUnitElems], bool active, int64_t, int u) {
-    if (active) vt_cast_unit<D>(v, u, scale, sm);
+    if (!active) return;
+    uint32_t b[kUnitWords];
+    vt_cast_bytes(v, scale, b);
+    vt_place_unit<D, kKeys>(b, u, sm.vt_tile);
   };
   for_each_unit<D, false, true, In, G>(t, it, sm.masks[it.tensor], cast_to_tile);
   __syncthreads();
-  vt_store_tile<D>(t, it, sm);
+  vt_store_tile<D, kKeys>(t, it, sm.vt_tile);
 }
 
 template <int D, bool kRotate, class In, class G>
@@ -747,24 +757,88 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 
 // ---- block-wise scales (Tensor::block_rows > 0) -------------------------------------------------
 // No scale spans more than one work item, so there is no second pass, no counter and no waiting:
-// each item is read from memory once, and the CTAs stride over the items.
-//   block_rows == 1 (q's per-row scales): an item is rows_per_item rows as in the slot schedule;
-//     each row's amax is reduced over its NU lanes inside the unit loop.
-//   block_rows > 1 (k's and v's per key block): an item is one block, held in registers (U units
-//     of 32 values per thread) from its amax to its cast.
+// each item is read from memory once. An item's rows of one head are copied into a shared-memory
+// stage by cp.async, one item ahead (two stages: the next item's copies are in flight while this
+// one is cast), so no registers hold x across the wait. stage[k * stride + u] holds group k of
+// unit u (16 bytes; consecutive units consecutive: the unit-per-thread reads are conflict-free),
+// stride = the units of a whole item of the tensor.
+//   block_rows == 1 (q's per-row scales): an item is rows_per_item rows, each row's amax reduced
+//     over its NU lanes.
+//   block_rows > 1 (k's and v's per key block): an item is one block: its amax, the CTA's
+//     maximum, then the cast (V^T through a tile laid over the item's own stage).
+// (Runs 105-106: waiting with x held in registers left nothing in flight; a block held in
+// registers spilled at 128 registers; a block staged once per CTA with no copies ahead ran at
+// the two-visit kernel's speed.)
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem)
+               : "memory");
+}
 
-// Per-row scales: descale[b, h, row] for every row of the item.
-template <int D, bool kRotate, class In, class G>
-__device__ void cast_rows_item(const Tensor& t, const Item& it, Shared<G>& sm) {
+// The V^T tile over a stage: kFp8QuantizeMaxBlockElems bytes, kKeys keys per d row (the stage
+// of a V^T item has at least that many bytes: launch_blocks).
+template <int D>
+constexpr int kBlockVtKeys = kFp8QuantizeMaxBlockElems / D;
+
+template <int D>
+__device__ __forceinline__ void stage_item_d(const Tensor& t, const Item& it, uint4* stage) {
   constexpr int NU = D / kUnitElems;
-  const int row0 = item_row0<G>(t, it);
-  float* descale = t.descale + (it.b * t.ds_b + it.hk * t.ds_h + row0);
-  uint8_t* x8 = t.x8;
-  const auto cast_row = [&](const float (&v)[kUnitElems], bool active, int64_t o, int u) {
-    // the row's amax, on every lane of the row (inactive units hold zeros): with the rotation the
-    // slot path's bound for one row, sqrt(D * sum x^2) = sqrt(sum y^2) (y unnormalised)
-    float m;
+  const int row0 = it.chunk * t.rows_per_item;
+  const int units = max(0, min(t.rows_per_item, t.seqlen - row0)) * NU;  // group == 1
+  const int stride = t.rows_per_item * NU;
+  const uint16_t* x = t.x + (it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(it.hk) * t.xs_h);
+  for (int u = threadIdx.x; u < units; u += kThreads) {
+    const uint16_t* px = x + (int64_t(unsigned(u) / NU) * t.xs_r + int64_t(unsigned(u) % NU) * kGroupElems);
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) cp_async_16(stage + k * stride + u, px + k * NU * kGroupElems);
+  }
+}
+
+// Item j's copies into stage, as one cp.async group (empty for threads with no units).
+__device__ __forceinline__ void stage_item(const Args& a, int j, uint4* stage) {
+  const Item it = decode_item<BlockGeometry>(a, j);
+  const Tensor& t = a.t[it.tensor];
+  with_head_dim(t.head_dim, [&](auto d) { stage_item_d<decltype(d)::value>(t, it, stage); });
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// The staged groups of unit u (zeros past the item's units).
+__device__ __forceinline__ void staged_unit(const uint4* stage, int stride, int u, int units, uint4 (&raw)[kGroups]) {
+#pragma unroll
+  for (int k = 0; k < kGroups; ++k) raw[k] = u < units ? stage[k * stride + u] : make_uint4(0, 0, 0, 0);
+}
+
+// The item's units, the stage's stride and the steps of kThreads units that cover it (uniform).
+struct StagedItem {
+  int row0, units, stride, steps;
+  template <int D>
+  __device__ __forceinline__ static StagedItem of(const Tensor& t, const Item& it) {
+    constexpr int NU = D / kUnitElems;
+    StagedItem s;
+    s.row0 = it.chunk * t.rows_per_item;
+    s.units = max(0, min(t.rows_per_item, t.seqlen - s.row0)) * NU;  // group == 1
+    s.stride = t.rows_per_item * NU;
+    s.steps = (s.stride + kThreads - 1) / kThreads;
+    return s;
+  }
+};
+
+// Per-row scales: each row's amax over its lanes (with the rotation the slot path's bound for one
+// row, sqrt(D * sum x^2) = sqrt(sum y^2), y unnormalised), descale[b, h, row], the cast.
+template <int D, bool kRotate, class In, class G>
+__device__ void cast_rows_staged(const Tensor& t, const Item& it, Shared<G>& sm, const uint4* stage) {
+  constexpr int NU = D / kUnitElems;
+  const StagedItem si = StagedItem::of<D>(t, it);
+  const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
+  float* descale = t.descale + (it.b * t.ds_b + it.hk * t.ds_h + si.row0);
+  for (int s = 0; s < si.steps; ++s) {
+    const int u = s * kThreads + int(threadIdx.x);
+    uint4 raw[kGroups];
+    staged_unit(stage, si.stride, u, si.units, raw);
+    float v[kUnitElems];
+    unpack_unit<In, kRotate>(raw, masks, v);
+    float m;  // on every lane of the row (the shuffles are uniform; inactive units hold zeros)
     if constexpr (kRotate) {
+      hadamard_row<NU>(v);
       m = __fsqrt_rn(row_sum_squares<NU>(v));
     } else {
       m = 0.f;
@@ -775,47 +849,53 @@ __device__ void cast_rows_item(const Tensor& t, const Item& it, Shared<G>& sm) {
     }
     float d;
     const float scale = scale_of(m, t.descale_factor, &d);
-    if (!active) return;
+    if (u >= si.units) continue;
     if (unsigned(u) % NU == 0) descale[unsigned(u) / NU] = d;  // group == 1: unit / NU is the row
-    cast_store_unit<D>(v, scale, x8 + o);
-  };
-  for_each_unit<D, kRotate, true, In, G>(t, it, sm.masks[it.tensor], cast_row);
-}
-
-// One block of rows (it.chunk): copied whole into shared memory (cp.async, every copy in flight
-// at once, no registers held), its amax read from there (with the rotation the bound from the
-// unrotated rows, as amax_item), the CTA's maximum, descale[b, h, chunk], then the cast from
-// shared memory (rotated when kRotate). stage[k][u] holds group k of unit u (16 bytes; consecutive
-// units consecutive, so the unit-per-thread reads are conflict-free). Holding the block in
-// registers instead (up to 4 units a thread) spilled at 128 registers.
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem)
-               : "memory");
-}
-
-template <int D, bool kRotate, class In, class G>
-__device__ void cast_block_item(const Tensor& t, const Item& it, Shared<G>& sm, uint4* stage) {
-  constexpr int NU = D / kUnitElems;
-  const int row0 = it.chunk * t.rows_per_item;
-  const int units = max(0, min(t.rows_per_item, t.seqlen - row0)) * NU;  // group == 1
-  const int stride = t.rows_per_item * NU;                                 // stage entries per group
-  const int steps = (stride + kThreads - 1) / kThreads;                   // uniform over the CTA
-  const uint16_t* x = t.x + (it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(it.hk) * t.xs_h);
-  for (int u = threadIdx.x; u < units; u += kThreads) {
-    const uint16_t* px = x + (int64_t(unsigned(u) / NU) * t.xs_r + int64_t(unsigned(u) % NU) * kGroupElems);
-#pragma unroll
-    for (int k = 0; k < kGroups; ++k) cp_async_16(stage + k * stride + u, px + k * NU * kGroupElems);
+    const int64_t o = it.b * t.os_b + int64_t(si.row0 + int(unsigned(u) / NU)) * t.os_r + int64_t(it.hk) * t.os_h +
+                      int64_t(unsigned(u) % NU) * kGroupElems;
+    cast_store_unit<D>(v, scale, t.x8 + o);
   }
-  asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
-  __syncthreads();
-  const auto unit = [&](int u, uint4 (&raw)[kGroups]) {
+}
+
+// V^T of a staged block: every unit's bytes first (in registers: at most kMaxSteps units a
+// thread), then, the stage read by every thread, the tile laid over it, then the tile's rows out.
+template <int D, class In>
+__device__ void cast_block_vt(const Tensor& t, const Item& it, const StagedItem& si, float scale, uint4* stage) {
+  constexpr int kKeys = kBlockVtKeys<D>;
+  constexpr int kMaxSteps = kFp8QuantizeMaxBlockElems / kUnitElems / kThreads;
+  uint32_t b[kMaxSteps][kUnitWords];
 #pragma unroll
-    for (int k = 0; k < kGroups; ++k) raw[k] = u < units ? stage[k * stride + u] : make_uint4(0, 0, 0, 0);
-  };
+  for (int s = 0; s < kMaxSteps; ++s) {
+    if (s < si.steps) {
+      uint4 raw[kGroups];
+      staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), si.units, raw);
+      float v[kUnitElems];
+      unpack_unit<In, false>(raw, nullptr, v);
+      vt_cast_bytes(v, scale, b[s]);
+    }
+  }
+  __syncthreads();  // the stage is read: the tile may overwrite it
+  uint8_t* tile = reinterpret_cast<uint8_t*>(stage);
+  vt_zero_padding<D, kKeys>(t, it, tile);
+#pragma unroll
+  for (int s = 0; s < kMaxSteps; ++s) {
+    const int u = s * kThreads + int(threadIdx.x);
+    if (s < si.steps && u < si.units) vt_place_unit<D, kKeys>(b[s], u, tile);
+  }
+  __syncthreads();
+  vt_store_tile<D, kKeys>(t, it, tile);
+}
+
+// One block (it.chunk): amax from the stage (with the rotation the bound from the unrotated rows,
+// as amax_item), the CTA's maximum, descale[b, h, chunk], then the cast (rotated when kRotate).
+template <int D, bool kRotate, class In, class G>
+__device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm, uint4* stage) {
+  constexpr int NU = D / kUnitElems;
+  const StagedItem si = StagedItem::of<D>(t, it);
   float m = 0.f;
-  for (int s = 0; s < steps; ++s) {
+  for (int s = 0; s < si.steps; ++s) {
     uint4 raw[kGroups];
-    unit(s * kThreads + int(threadIdx.x), raw);
+    staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), si.units, raw);
     float v[kUnitElems];
     unpack_unit<In, false>(raw, nullptr, v);  // the bound needs no signs
     if constexpr (kRotate) {
@@ -829,34 +909,28 @@ __device__ void cast_block_item(const Tensor& t, const Item& it, Shared<G>& sm, 
   if (threadIdx.x == 0) {
     float d;
     sm.scale = scale_of(amax, t.descale_factor, &d);
-    if (units > 0) t.descale[it.b * t.ds_b + it.hk * t.ds_h + it.chunk] = d;
+    if (si.units > 0) t.descale[it.b * t.ds_b + it.hk * t.ds_h + it.chunk] = d;
   }
-  const bool vt = fp8_vt_head_dim(D) && !kRotate && t.vt;  // V^T: v, never rotated (the API refuses both)
-  if (vt) vt_zero_padding<D>(t, it, sm);  // (with its own barrier when it zeroes)
   __syncthreads();
   const float scale = sm.scale;
+  if constexpr (fp8_vt_head_dim(D) && !kRotate) {
+    if (t.vt) {  // V^T: v, never rotated (the API refuses both)
+      cast_block_vt<D, In>(t, it, si, scale, stage);
+      return;
+    }
+  }
   const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
-  for (int s = 0; s < steps; ++s) {
+  for (int s = 0; s < si.steps; ++s) {
     const int u = s * kThreads + int(threadIdx.x);
     uint4 raw[kGroups];
-    unit(u, raw);
+    staged_unit(stage, si.stride, u, si.units, raw);
     float v[kUnitElems];
     unpack_unit<In, kRotate>(raw, masks, v);
     if constexpr (kRotate) hadamard_row<NU>(v);  // (uniform: the shuffles need every lane)
-    if (u >= units) continue;
-    if constexpr (fp8_vt_head_dim(D) && !kRotate) {
-      if (vt) {
-        vt_cast_unit<D>(v, u, scale, sm);
-        continue;
-      }
-    }
-    const int64_t o = it.b * t.os_b + int64_t(row0 + int(unsigned(u) / NU)) * t.os_r + int64_t(it.hk) * t.os_h +
+    if (u >= si.units) continue;
+    const int64_t o = it.b * t.os_b + int64_t(si.row0 + int(unsigned(u) / NU)) * t.os_r + int64_t(it.hk) * t.os_h +
                       int64_t(unsigned(u) % NU) * kGroupElems;
     cast_store_unit<D>(v, scale, t.x8 + o);
-  }
-  if (vt) {
-    __syncthreads();
-    vt_store_tile<D>(t, it, sm);
   }
 }
 
@@ -865,8 +939,8 @@ __device__ __forceinline__ void run_block_item_d(const Tensor& t, const Item& it
   constexpr bool kCanRotate = (D & (D - 1)) == 0;
   const auto go = [&](auto rotate) {
     constexpr bool kRotate = decltype(rotate)::value;
-    if (t.block_rows == 1) cast_rows_item<D, kRotate, In>(t, it, sm);
-    else cast_block_item<D, kRotate, In>(t, it, sm, stage);
+    if (t.block_rows == 1) cast_rows_staged<D, kRotate, In>(t, it, sm, stage);
+    else cast_block_staged<D, kRotate, In>(t, it, sm, stage);
   };
   if (kCanRotate && t.rotate) {
     if constexpr (kCanRotate) go(std::true_type{});
@@ -875,19 +949,30 @@ __device__ __forceinline__ void run_block_item_d(const Tensor& t, const Item& it
   }
 }
 
-// Dynamic shared memory: the largest block of the launch (block_stage_bytes).
+// Dynamic shared memory: two stages of stage_units units (launch_blocks).
 template <class In>
-__global__ void __launch_bounds__(kThreads, 2) block_quantize_kernel(const __grid_constant__ Args a) {
+__global__ void __launch_bounds__(kThreads, 2) block_quantize_kernel(const __grid_constant__ Args a, int stage_units) {
   using G = BlockGeometry;
   __shared__ __align__(16) Shared<G> sm;
-  extern __shared__ uint4 stage[];
+  extern __shared__ uint4 stages[];
+  const int per_stage = stage_units * kGroups;
   build_sign_masks(a, sm);
-  __syncthreads();
-  for (int j = blockIdx.x; j < a.items; j += gridDim.x) {
+  int j = blockIdx.x;
+  if (j < a.items) stage_item(a, j, stages);
+  for (int buf = 0; j < a.items; j += gridDim.x, buf ^= 1) {
+    if (j + int(gridDim.x) < a.items) {  // the next item's copies, into the other stage
+      stage_item(a, j + gridDim.x, stages + (buf ^ 1) * per_stage);
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    }
+    __syncthreads();  // item j's copies (every thread's) have landed; the sign masks are built
     const Item it = decode_item<G>(a, j);
     const Tensor& t = a.t[it.tensor];
-    with_head_dim(t.head_dim, [&](auto d) { run_block_item_d<decltype(d)::value, In>(t, it, sm, stage); });
-    __syncthreads();  // the item's shared memory (warp maxima, scale, V^T tile) is free again
+    with_head_dim(t.head_dim, [&](auto d) {
+      run_block_item_d<decltype(d)::value, In>(t, it, sm, stages + buf * per_stage);
+    });
+    __syncthreads();  // the stage (and the tile over it) is free for the item after next
   }
 }
 
@@ -1012,17 +1097,23 @@ cudaError_t bind_workspace(const Fp8QuantizeParams& p, Args& a, int64_t slots, i
 // bounds) -- run on the whole GPU, the CTAs striding over the items.
 template <class In>
 int launch_blocks(const Fp8QuantizeParams& p, const Args& a) {
-  int stage_bytes = 0;
-  for (int i = 0; i < a.num_tensors; ++i)
-    if (a.t[i].block_rows > 1) stage_bytes = std::max(stage_bytes, a.t[i].rows_per_item * a.t[i].head_dim * 2);
+  // A stage holds the largest item of the launch (units of 64 bytes), and a V^T tile where some
+  // tensor is written as V^T.
+  int stage_units = 0;
+  for (int i = 0; i < a.num_tensors; ++i) {
+    const Tensor& t = a.t[i];
+    stage_units = std::max(stage_units, t.rows_per_item * (t.head_dim / kUnitElems));
+    if (t.vt) stage_units = std::max(stage_units, kFp8QuantizeMaxBlockElems / kUnitElems / 2);
+  }
+  const int smem = 2 * stage_units * kGroups * int(sizeof(uint4));
   const auto kernel = block_quantize_kernel<In>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, stage_bytes);
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return int(err);
   int per_sm = 0;
-  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, stage_bytes);
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
   if (err != cudaSuccess) return int(err);
   const int grid = std::min(a.items, std::max(1, p.num_sms) * std::max(1, per_sm));
-  kernel<<<grid, kThreads, stage_bytes, static_cast<cudaStream_t>(p.stream)>>>(a);
+  kernel<<<grid, kThreads, smem, static_cast<cudaStream_t>(p.stream)>>>(a, stage_units);
   return int(cudaGetLastError());
 }
 
