@@ -198,7 +198,9 @@ def test_fp8_kernel_v_colmajor_per_head_descales(d, sq, sk, mi):
     assert (out.float() - base.float()).abs().max().item() <= 2e-2 * base.float().abs().max().item()
     fin = torch.isfinite(lbase)
     assert torch.equal(torch.isfinite(lse), fin)
-    assert (lse - lbase)[fin].abs().max().item() <= 1e-5
+    # the row max in log2 units with the descales in (online_scaled) rounds differently: a few
+    # fp32 ulps of LSE values in the tens
+    assert (lse - lbase)[fin].abs().max().item() <= 1e-4 * max(1.0, lbase[fin].abs().max().item())
 
 
 def block_quantized(b, sq, sk, hq, hk, d, seed=0, rotate=False, impl="torch"):
@@ -374,8 +376,9 @@ def test_fp8_mode_sdpa_and_varlen_paths():
                                                   is_causal=True, fp8=True).transpose(1, 2)
     assert torch.equal(dense, sdpa)  # same quantized inputs, same kernel (equal lengths: same alignment)
     # varlen quantizes with torch ops, dense with the CUDA kernel: bitwise equal without rotation
-    # (with it, fp32 sums in another order may flip a rare rounding)
-    cfg = F.FP8Config(rotate=False)
+    # (with it, fp32 sums in another order may flip a rare rounding), and with one scale per (batch,
+    # head) on the in-kernel transpose (varlen has neither V^T nor block-wise scales)
+    cfg = F.FP8Config(rotate=False, v_colmajor=False)
     dense = flashcute.flash_attn_func(q, k, v, causal=True, fp8=cfg)
     cu = torch.tensor([0, 257, 514], dtype=torch.int32, device=DEVICE)
     var = flashcute.flash_attn_varlen_func(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu, cu, 257, 257,
