@@ -83,8 +83,9 @@ class FP8Config:
     v_colmajor: on Hopper, for dense inputs with head dim 128 or 256 and a bf16 result, the CUDA
       quantizer writes v transposed (flashcute.ops.v_colmajor's layout) and the kernel skips its
       own in-kernel V transpose (+2-9 % at 16k, benchmarks/RESULTS.md runs 70-72); elsewhere it
-      has no effect. The result is bitwise the same either way (the kernel multiplies the same
-      bytes in the same order); off only to compare the two paths.
+      has no effect. The V^T kernel takes block-wise descales (block_scales below; with
+      block_scales=False, one per head as zero strides), so its result equals the transposing
+      kernel's up to rounding; off to compare the two paths.
 
     block_scales: where the V^T path applies (above), block-wise scales: q's per query row, k's
       and v's per key block of the kernel (128 or 192 keys), which the V^T kernel takes as
@@ -118,7 +119,8 @@ _DEFAULT_CONFIG = FP8Config()
 # resolves to the sm90 kernel (which has the V^T variants) and the CUDA quantizer runs (it
 # writes V^T as it casts; a separate permuting copy would cost more than the kernel saves, run
 # 67). Filled by eager calls: under torch.compile an unseen key reads as "no" (no ctypes call in
-# traced code), which gives the same result bitwise.
+# traced code), which takes the in-kernel transpose with one scale per (batch, head): the same
+# result up to rounding (bitwise the same once an eager call has filled the key).
 _VT_PATH: dict = {}
 
 
