@@ -26,6 +26,7 @@ def main():
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"])
     ap.add_argument("--ablation", help="a variant library of scripts/build_ablation.sh")
     ap.add_argument("--quantize", action="store_true", help="the FP8 mode's quantization, not attention")
+    ap.add_argument("--blocks", action="store_true", help="with --quantize: block-wise scales (the mode's default)")
     a = ap.parse_args()
     b, h = 16384 // a.seqlen, 2048 // a.hdim
     torch.manual_seed(0)
@@ -36,7 +37,9 @@ def main():
     # e4m3 inputs take FA3's interface (unit descales); 16-bit ones the plain API.
     if a.quantize:
         from flashcute import fp8 as F
-        fn = lambda: F.quantize_qkv(q, k, v, rotate=True, impl="cuda", v_colmajor=True)  # noqa: E731
+        from flashcute.ops import vt_key_block
+        blocks = vt_key_block(a.hdim, a.seqlen) if a.blocks else 0
+        fn = lambda: F.quantize_qkv(q, k, v, rotate=True, impl="cuda", v_colmajor=True, block_keys=blocks)  # noqa: E731
     elif a.ablation:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
         import bench_ablation
