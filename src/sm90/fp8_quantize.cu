@@ -822,6 +822,25 @@ struct StagedItem {
   }
 };
 
+// Unit u's values from the stage (zeros past the item's units), with the rotation's signs and
+// transform when kRotate (uniform: the transform's shuffles need every lane).
+template <int D, bool kRotate, class In>
+__device__ __forceinline__ void staged_values(const uint4* stage, const StagedItem& si, int u, const uint32_t* masks,
+                                              float (&v)[kUnitElems]) {
+  uint4 raw[kGroups];
+  staged_unit(stage, si.stride, u, si.units, raw);
+  unpack_unit<In, kRotate>(raw, masks, v);
+  if constexpr (kRotate) hadamard_row<D / kUnitElems>(v);
+}
+
+// x8's offset of unit u of a staged item (group == 1: unit / NU is the row, unit % NU the lane).
+template <int D>
+__device__ __forceinline__ int64_t staged_x8_offset(const Tensor& t, const Item& it, const StagedItem& si, int u) {
+  constexpr int NU = D / kUnitElems;
+  return it.b * t.os_b + int64_t(si.row0 + int(unsigned(u) / NU)) * t.os_r + int64_t(it.hk) * t.os_h +
+         int64_t(unsigned(u) % NU) * kGroupElems;
+}
+
 // Per-row scales: each row's amax over its lanes (with the rotation the slot path's bound for one
 // row, sqrt(D * sum x^2) = sqrt(sum y^2), y unnormalised), descale[b, h, row], the cast.
 template <int D, bool kRotate, class In, class G>
@@ -832,13 +851,10 @@ __device__ void cast_rows_staged(const Tensor& t, const Item& it, Shared<G>& sm,
   float* descale = t.descale + (it.b * t.ds_b + it.hk * t.ds_h + si.row0);
   for (int s = 0; s < si.steps; ++s) {
     const int u = s * kThreads + int(threadIdx.x);
-    uint4 raw[kGroups];
-    staged_unit(stage, si.stride, u, si.units, raw);
     float v[kUnitElems];
-    unpack_unit<In, kRotate>(raw, masks, v);
+    staged_values<D, kRotate, In>(stage, si, u, masks, v);
     float m;  // on every lane of the row (the shuffles are uniform; inactive units hold zeros)
     if constexpr (kRotate) {
-      hadamard_row<NU>(v);
       m = __fsqrt_rn(row_sum_squares<NU>(v));
     } else {
       m = 0.f;
@@ -851,9 +867,7 @@ __device__ void cast_rows_staged(const Tensor& t, const Item& it, Shared<G>& sm,
     const float scale = scale_of(m, t.descale_factor, &d);
     if (u >= si.units) continue;
     if (unsigned(u) % NU == 0) descale[unsigned(u) / NU] = d;  // group == 1: unit / NU is the row
-    const int64_t o = it.b * t.os_b + int64_t(si.row0 + int(unsigned(u) / NU)) * t.os_r + int64_t(it.hk) * t.os_h +
-                      int64_t(unsigned(u) % NU) * kGroupElems;
-    cast_store_unit<D>(v, scale, t.x8 + o);
+    cast_store_unit<D>(v, scale, t.x8 + staged_x8_offset<D>(t, it, si, u));
   }
 }
 
@@ -922,15 +936,10 @@ __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm
   const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
   for (int s = 0; s < si.steps; ++s) {
     const int u = s * kThreads + int(threadIdx.x);
-    uint4 raw[kGroups];
-    staged_unit(stage, si.stride, u, si.units, raw);
     float v[kUnitElems];
-    unpack_unit<In, kRotate>(raw, masks, v);
-    if constexpr (kRotate) hadamard_row<NU>(v);  // (uniform: the shuffles need every lane)
+    staged_values<D, kRotate, In>(stage, si, u, masks, v);
     if (u >= si.units) continue;
-    const int64_t o = it.b * t.os_b + int64_t(si.row0 + int(unsigned(u) / NU)) * t.os_r + int64_t(it.hk) * t.os_h +
-                      int64_t(unsigned(u) % NU) * kGroupElems;
-    cast_store_unit<D>(v, scale, t.x8 + o);
+    cast_store_unit<D>(v, scale, t.x8 + staged_x8_offset<D>(t, it, si, u));
   }
 }
 
