@@ -45,16 +45,17 @@ run_tests() {
 say "FP8 mode"
 # KIT_FP8_COLUMNS: bench_fp8_mode.py's columns.
 timeout 100 python3 benchmarks/bench_fp8_mode.py --hdims 128 --seqlens 4096,16384 --causal both \
-  --columns "${KIT_FP8_COLUMNS:-quant-vt,fp8-kernel,fp8-mode,bf16,cudnn}" \
+  --columns "${KIT_FP8_COLUMNS:-quant-vt,quant-blocks,fp8-kernel,fp8-kernel-blocks,fp8-mode,fp8-mode-heads,bf16,cudnn}" \
   --json "$OUT/fp8_mode.json" > "$K/fp8_mode.txt" 2>&1; tail -12 "$K/fp8_mode.txt"
-# KIT_NCU_QUANT=1: ncu of the quantizer's kernel on the mode's d=128 4k inputs.
+# KIT_NCU_QUANT=1: ncu of the quantizer's kernel on the mode's d=128 4k inputs (block-wise
+# scales, the mode's default: block_quantize_kernel).
 if [ "${KIT_NCU_QUANT:-0}" = 1 ]; then
   say "ncu quantizer"
   timeout 60 ncu --clock-control none --kernel-name regex:quantize \
     --launch-skip 2 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section Occupancy --section SchedulerStats \
-    python3 scripts/profile_case.py --quantize --hdim 128 --seqlen 4096 > "$K/ncu_quant.txt" 2>&1
-  grep -E "quantize_kernel|Duration|DRAM Throughput|L2 Cache Throughput|Issued Warp|SM Active Cycles" "$K/ncu_quant.txt"
+    python3 scripts/profile_case.py --quantize --blocks --hdim 128 --seqlen 4096 > "$K/ncu_quant.txt" 2>&1
+  grep -E "quantize_kernel|Duration|DRAM Throughput|L2 Cache Throughput|Issued Warp|SM Active Cycles|Achieved Occupancy" "$K/ncu_quant.txt"
 fi
 # KIT_NO_BF16=1: skip it (a short call whose A/B carries its own cuDNN column).
 if [ "${KIT_NO_BF16:-0}" != 1 ]; then
