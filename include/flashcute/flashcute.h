@@ -236,7 +236,8 @@ typedef struct flashcute_fp8_quantize_args {
    * descale_head_stride and 1, and amax above is taken over the block's rows (block_rows = 1:
    * per row, q's for the FP8 kernel's block-wise descales; block_rows =
    * flashcute_fp8_descale_block_keys(...): k's and v's, a multiple of 32 with x8_vt). Each block
-   * is read from memory once. block_rows * head_dim <= 32768. */
+   * is read from memory once, and such a call needs no workspace (its size is 0; NULL is fine).
+   * block_rows * head_dim <= 32768. */
   int32_t block_rows;
 } flashcute_fp8_quantize_args;
 

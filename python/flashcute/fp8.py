@@ -90,9 +90,9 @@ class FP8Config:
     block_scales: where the V^T path applies (above), block-wise scales: q's per query row, k's
       and v's per key block of the kernel (128 or 192 keys), which the V^T kernel takes as
       block-wise descales. The quantizer then reads each block once and needs no pass over the
-      whole (batch, head) first, which at d=128 4k takes it from ~0.14 ms to ~0.07-0.09 ms
-      (benchmarks/RESULTS.md). Elsewhere, and with block_scales=False, one scale per (batch,
-      heads_k) (FA3's descale convention).
+      whole (batch, head) first: at d=128 4k 0.119-0.122 ms against 0.140-0.142 on an H100
+      (benchmarks/RESULTS.md runs 107-108). Elsewhere, and with block_scales=False, one scale
+      per (batch, heads_k) (FA3's descale convention).
     """
 
     rotate: bool = True
@@ -606,12 +606,9 @@ def _quantize_cuda_blocks(jobs, seed, outs=None, vt_last=False):
         a.descale_batch_stride, a.descale_head_stride = descale.stride(0), descale.stride(1)
         a.block_rows = rows
         args.append(a)
-    if args:
-        def workspace(nbytes):
-            w = torch.empty(max(nbytes, 16), dtype=torch.uint8, device=dev)
-            return w.data_ptr(), w
-
-        keep.append(_lib.fp8_quantize_with_workspace(args, workspace, dev.index if dev.index is not None else -1,
+    if args:  # block-wise scales need no workspace (its size is 0)
+        keep.append(_lib.fp8_quantize_with_workspace(args, lambda nbytes: (0, None),
+                                                     dev.index if dev.index is not None else -1,
                                                      _ops._stream_handle(jobs[0][0])))
     del keep
     return outs
@@ -635,8 +632,7 @@ def _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_
     block-wise scales, q's per row, k's and v's per block of block_keys keys."""
     if block_keys > 0:
         jobs = ((q, rotate, 1), (k, rotate, block_keys), (v, False, block_keys))
-        if impl in ("auto", "cuda") and all(_use_cuda(t, None, r, impl) for t, r, _ in jobs) \
-                and q.dtype == k.dtype == v.dtype:
+        if all(_use_cuda(t, None, r, impl) for t, r, _ in jobs) and q.dtype == k.dtype == v.dtype:
             (q8, qd), (k8, kd), (v8, vd) = _quantize_cuda_blocks(jobs, seed, vt_last=v_vt)
             return q8, k8, v8, qd, kd, vd
         (q8, qd), (k8, kd), (v8, vd) = [_quantize_torch_blocks(t, rows, r, seed) for t, r, rows in jobs]

@@ -251,7 +251,7 @@ def _launch(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen
         if v_is_vt and any(t is not None and t.dim() == 3 for t in (q_descale, k_descale, v_descale)):
             # the FP8 mode's block-wise descales (fp8.quantize_qkv(block_keys=...)): q (b, hq, sq),
             # k and v (b, hk, blocks)
-            nblk = k_descale.shape[-1] if k_descale is not None else v_descale.shape[-1]
+            nblk = next((t.shape[-1] for t in (k_descale, v_descale) if t is not None), 0)
             descale_strides = (ksh[-2] * nblk, nblk)
             q_descale_strides = (qsh[-2] * seqlen_q, seqlen_q)
             block_keys = vt_key_block(qsh[-1], seqlen_k) if qsh[-1] == vsh[-1] else 0

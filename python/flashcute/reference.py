@@ -171,7 +171,7 @@ def _fp8_one_sequence(q8, k8, v8, qd, kd, vd, mask, scale, softcap, p_offset_log
         return out, lse
     kf, vf = k8.to(cdt), v8.to(cdt)
     if block > 0:
-        _fp8_blocks_one_sequence(q8, k8, vf, qd, kd, vd, mask, scale, softcap, p_offset_log2, cdt, chunk,
+        _fp8_blocks_one_sequence(q8, k8, kf, vf, qd, kd, vd, mask, scale, softcap, p_offset_log2, cdt, chunk,
                                  tensor_core_scores, block, out, lse)
         return out, lse
     for h in range(hq):
@@ -197,7 +197,7 @@ def _fp8_one_sequence(q8, k8, v8, qd, kd, vd, mask, scale, softcap, p_offset_log
     return out, lse
 
 
-def _fp8_blocks_one_sequence(q8, k8, vf, qd, kd, vd, mask, scale, softcap, p_offset_log2, cdt, chunk,
+def _fp8_blocks_one_sequence(q8, k8, kf, vf, qd, kd, vd, mask, scale, softcap, p_offset_log2, cdt, chunk,
                              tensor_core_scores, block, out, lse):
     """_fp8_one_sequence with block-wise descales, the V^T kernel's arithmetic (sm90
     online_scaled): scores scale by softmax_scale * q's row descale * k's block descale; v's block
@@ -205,7 +205,6 @@ def _fp8_blocks_one_sequence(q8, k8, vf, qd, kd, vd, mask, scale, softcap, p_off
     s log2 e + log2 v_descale), P is rounded to e4m3 with that factor in, and the row sum divides
     it out again."""
     sq, hq = q8.shape[0], q8.shape[1]
-    kf = k8.to(cdt)
     sk, g = kf.shape[0], hq // kf.shape[1]
     for h in range(hq):
         j = h // g

@@ -202,14 +202,16 @@ extern "C" size_t flashcute_fp8_quantize_workspace_size(const flashcute_fp8_quan
   using namespace flashcute::api;
   if (!tensors || count < 1 || count > FLASHCUTE_FP8_QUANTIZE_MAX_TENSORS) return 0;
   int64_t slots = 0, prefix = 0;
+  bool blocks = false;
   for (int i = 0; i < count; ++i) {
     flashcute_fp8_quantize_args a;
     if (read_tensor(i, tensors[i], &a) != FLASHCUTE_OK) return 0;
     if (a.batch < 0 || a.heads_k < 0) return 0;
     slots += slots_of(a);
     prefix += prefix_entries_of(a);
+    blocks |= a.block_rows > 0;
   }
-  return size_t(flashcute::fp8_quantize_workspace_bytes(slots, prefix));
+  return blocks ? 0 : size_t(flashcute::fp8_quantize_workspace_bytes(slots, prefix));
 }
 
 extern "C" flashcute_status flashcute_fp8_quantize(const flashcute_fp8_quantize_args* const* tensors, int count,
@@ -239,14 +241,17 @@ extern "C" flashcute_status flashcute_fp8_quantize(const flashcute_fp8_quantize_
     }
     if ((s = check_size(slots, rows_total)) != FLASHCUTE_OK) return s;
     if (slots == 0) return FLASHCUTE_OK;  // batch 0 everywhere: nothing to do
-    const uint64_t need = flashcute::fp8_quantize_workspace_bytes(slots, prefix);
-    if (!workspace) return fail(FLASHCUTE_ERROR_INVALID_ARGUMENT, "workspace: is NULL (%llu bytes needed)",
-                                (unsigned long long)need);
-    if (reinterpret_cast<uintptr_t>(workspace) % 16)
-      return fail(FLASHCUTE_ERROR_INVALID_ARGUMENT, "workspace: pointer is not 16-byte aligned");
-    if (workspace_bytes < need)
-      return fail(FLASHCUTE_ERROR_INVALID_ARGUMENT, "workspace_bytes: %zu, but these tensors need %llu",
-                  workspace_bytes, (unsigned long long)need);
+    // Block-wise scales need no workspace (no slot amax, no counter): block_quantize_kernel.
+    if (a[0].block_rows == 0) {
+      const uint64_t need = flashcute::fp8_quantize_workspace_bytes(slots, prefix);
+      if (!workspace) return fail(FLASHCUTE_ERROR_INVALID_ARGUMENT, "workspace: is NULL (%llu bytes needed)",
+                                  (unsigned long long)need);
+      if (reinterpret_cast<uintptr_t>(workspace) % 16)
+        return fail(FLASHCUTE_ERROR_INVALID_ARGUMENT, "workspace: pointer is not 16-byte aligned");
+      if (workspace_bytes < need)
+        return fail(FLASHCUTE_ERROR_INVALID_ARGUMENT, "workspace_bytes: %zu, but these tensors need %llu",
+                    workspace_bytes, (unsigned long long)need);
+    }
 
 #if FLASHCUTE_BUILD_FP8_QUANTIZE
     DeviceInfo dev;

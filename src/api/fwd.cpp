@@ -229,7 +229,6 @@ FwdParams make_params(const flashcute_fwd_args& a, const DeviceInfo& dev) {
   p.v_descale = a.v_descale;
   p.descale_batch_stride = a.descale_batch_stride;
   p.descale_head_stride = a.descale_head_stride;
-  p.descale_block_keys = a.descale_block_keys;
   if (a.descale_block_keys > 0) {  // q per row (of head h), k and v per key block
     p.qd_batch = a.q_descale_batch_stride, p.qd_head = a.q_descale_head_stride, p.qd_row = 1;
     p.kvd_block = 1;

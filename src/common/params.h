@@ -13,7 +13,8 @@ constexpr bool fp8_vt_head_dim(int d) { return d == 128 || d == 256; }
 
 // The key tile of the FP8 V^T kernels (sm90/fwd_launch.cuh's TileConfigFp8 / TileConfigFp8Long,
 // which static_assert against this), and so the key block of block-wise descales
-// (flashcute_fwd_args.descale_block_keys): one rule for the API, the kernel and the quantizer.
+// (flashcute_fwd_args.descale_block_keys): one rule for the API and the kernel (flashcute.ops.
+// vt_key_block mirrors it for the quantizer's callers).
 constexpr int kFp8VtLongMinSeqlenK = 4096;
 constexpr int fp8_vt_key_block(int d, int seqlen_k) {
   return d == 128 ? (seqlen_k >= kFp8VtLongMinSeqlenK ? 192 : 128) : d == 256 ? 128 : 0;
@@ -90,9 +91,9 @@ struct FwdParams {
   // q_descale[b * qd_batch + h * qd_head + hk * qd_head_k + row * qd_row], k's and v's of key
   // block n at [b * descale_batch_stride + hk * descale_head_stride + n * kvd_block]. fwd.cpp
   // sets these from flashcute_fwd_args: block-wise descales (descale_block_keys > 0, the key
-  // block then the kernel's) or, as zero row / block strides, one per (batch, heads_k).
+  // block then the kernel's, checked there) or, as zero row / block strides, one per (batch,
+  // heads_k).
   int64_t qd_batch = 0, qd_head = 0, qd_head_k = 0, qd_row = 0, kvd_block = 0;
-  int descale_block_keys = 0;
 };
 
 }  // namespace flashcute

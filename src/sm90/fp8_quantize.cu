@@ -58,7 +58,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "common/fp8_quantize_params.h"
 #include "common/params.h"
@@ -490,6 +494,18 @@ __device__ __forceinline__ float scale_of(float amax, float descale_factor, floa
   return __fmul_rn(__frcp_rn(safe), kE4m3Max);
 }
 
+// One unit into a running amax m over unrotated values: its row's sum of squares (with the
+// rotation, for the bound sqrt(D * m)), else each |v| of its 32 values.
+template <int NU, bool kRotate>
+__device__ __forceinline__ void track_unit_amax(float& m, const float (&v)[kUnitElems]) {
+  if constexpr (kRotate) {
+    m = fmaxf(m, row_sum_squares<NU>(v));
+  } else {
+#pragma unroll
+    for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
+  }
+}
+
 // The CTA's amax from each thread's m (>= 0: max |x|, or with the rotation the largest row sum
 // of squares, whose bound sqrt(D * m) it then returns); valid in thread 0, after a barrier.
 template <int D, bool kRotate, class G>
@@ -515,25 +531,15 @@ __device__ __forceinline__ float cta_amax(float m, Shared<G>& sm) {
 template <int D, bool kRotate, class In, class G>
 __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared<G>& sm) {
   constexpr int NU = D / kUnitElems;  // adjacent lanes holding one row
+  // With the rotation, sum(x^2) in fp32: 4 partial sums of 8 squares each, a tree over them and
+  // over the row's lanes, so every term passes through at most 8 + 2 + log2(NU) roundings: a
+  // relative error below 13 x 2^-24 = 7.7e-7 on the sum, half that on amax (D = 256; the torch
+  // path sums in fp64, and the descale's test tolerance is 1e-6). Was fp64: F2F.F64.F32 + DFMA
+  // per element and an FTZ multiply before each convert, 3 instructions per element where this
+  // is 1 (run 103's SASS). (8 partial sums made ptxas spill the item loop's state at 64 registers.)
   float m = 0.f;
-  if constexpr (kRotate) {
-    // sum(x^2) in fp32: 4 partial sums of 8 squares each, a tree over them and over the row's
-    // lanes, so every term passes through at most 8 + 2 + log2(NU) roundings: a relative error
-    // below 13 x 2^-24 = 7.7e-7 on the sum, half that on amax (D = 256; the torch path sums in
-    // fp64, and the descale's test tolerance is 1e-6). Was fp64: F2F.F64.F32 + DFMA per element
-    // and an FTZ multiply before each convert, 3 instructions per element where this is 1 (run
-    // 103's SASS). (8 partial sums made ptxas spill the item loop's state at 64 registers.)
-    const auto track_row_norm = [&](const float (&v)[kUnitElems], bool, int64_t, int) {
-      m = fmaxf(m, row_sum_squares<NU>(v));
-    };
-    for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], track_row_norm);
-  } else {
-    const auto track_max = [&](const float (&v)[kUnitElems], bool, int64_t, int) {
-#pragma unroll
-      for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
-    };
-    for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], track_max);
-  }
+  const auto track = [&](const float (&v)[kUnitElems], bool, int64_t, int) { track_unit_amax<NU, kRotate>(m, v); };
+  for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], track);
   const float amax = cta_amax<D, kRotate>(m, sm);
   if (threadIdx.x == 0) {
     // sqrt(D * ss) is monotonic in ss: the slot's max over items is the bound of its max row
@@ -779,17 +785,30 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
 template <int D>
 constexpr int kBlockVtKeys = kFp8QuantizeMaxBlockElems / D;
 
+// The item's units, the stage's stride and the steps of kThreads units that cover it (uniform).
+struct StagedItem {
+  int row0, units, stride, steps;
+  template <int D>
+  __device__ __forceinline__ static StagedItem of(const Tensor& t, const Item& it) {
+    constexpr int NU = D / kUnitElems;
+    StagedItem s;
+    s.row0 = it.chunk * t.rows_per_item;
+    s.units = max(0, min(t.rows_per_item, t.seqlen - s.row0)) * NU;  // group == 1
+    s.stride = t.rows_per_item * NU;
+    s.steps = (s.stride + kThreads - 1) / kThreads;
+    return s;
+  }
+};
+
 template <int D>
 __device__ __forceinline__ void stage_item_d(const Tensor& t, const Item& it, uint4* stage) {
   constexpr int NU = D / kUnitElems;
-  const int row0 = it.chunk * t.rows_per_item;
-  const int units = max(0, min(t.rows_per_item, t.seqlen - row0)) * NU;  // group == 1
-  const int stride = t.rows_per_item * NU;
-  const uint16_t* x = t.x + (it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(it.hk) * t.xs_h);
-  for (int u = threadIdx.x; u < units; u += kThreads) {
+  const StagedItem si = StagedItem::of<D>(t, it);
+  const uint16_t* x = t.x + (it.b * t.xs_b + int64_t(si.row0) * t.xs_r + int64_t(it.hk) * t.xs_h);
+  for (int u = threadIdx.x; u < si.units; u += kThreads) {
     const uint16_t* px = x + (int64_t(unsigned(u) / NU) * t.xs_r + int64_t(unsigned(u) % NU) * kGroupElems);
 #pragma unroll
-    for (int k = 0; k < kGroups; ++k) cp_async_16(stage + k * stride + u, px + k * NU * kGroupElems);
+    for (int k = 0; k < kGroups; ++k) cp_async_16(stage + k * si.stride + u, px + k * NU * kGroupElems);
   }
 }
 
@@ -806,21 +825,6 @@ __device__ __forceinline__ void staged_unit(const uint4* stage, int stride, int 
 #pragma unroll
   for (int k = 0; k < kGroups; ++k) raw[k] = u < units ? stage[k * stride + u] : make_uint4(0, 0, 0, 0);
 }
-
-// The item's units, the stage's stride and the steps of kThreads units that cover it (uniform).
-struct StagedItem {
-  int row0, units, stride, steps;
-  template <int D>
-  __device__ __forceinline__ static StagedItem of(const Tensor& t, const Item& it) {
-    constexpr int NU = D / kUnitElems;
-    StagedItem s;
-    s.row0 = it.chunk * t.rows_per_item;
-    s.units = max(0, min(t.rows_per_item, t.seqlen - s.row0)) * NU;  // group == 1
-    s.stride = t.rows_per_item * NU;
-    s.steps = (s.stride + kThreads - 1) / kThreads;
-    return s;
-  }
-};
 
 // Unit u's values from the stage (zeros past the item's units), with the rotation's signs and
 // transform when kRotate (uniform: the transform's shuffles need every lane).
@@ -912,12 +916,7 @@ __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm
     staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), si.units, raw);
     float v[kUnitElems];
     unpack_unit<In, false>(raw, nullptr, v);  // the bound needs no signs
-    if constexpr (kRotate) {
-      m = fmaxf(m, row_sum_squares<NU>(v));
-    } else {
-#pragma unroll
-      for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
-    }
+    track_unit_amax<NU, kRotate>(m, v);
   }
   const float amax = cta_amax<D, kRotate>(m, sm);
   if (threadIdx.x == 0) {
@@ -1101,6 +1100,34 @@ cudaError_t bind_workspace(const Fp8QuantizeParams& p, Args& a, int64_t slots, i
                          static_cast<cudaStream_t>(p.stream));
 }
 
+// The block kernel's dynamic shared memory attribute and its CTAs per SM at `smem` bytes, per
+// device: two driver calls the first time a (kernel, device, stage size) is seen, a table lookup
+// after that (not on every launch). The attribute is only ever raised, so a launch that read a
+// smaller size from the table still finds its own size allowed.
+cudaError_t block_launch_setup(const void* kernel, int smem, int* per_sm) {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, int>, int> known;  // (kernel, device, smem) -> CTAs per SM
+  static std::map<std::pair<const void*, int>, int> allowed;      // (kernel, device) -> the attribute set
+  std::lock_guard<std::mutex> lock(mu);
+  const auto hit = known.find(std::make_tuple(kernel, device, smem));
+  if (hit != known.end()) {
+    *per_sm = hit->second;
+    return cudaSuccess;
+  }
+  int& set = allowed[std::make_pair(kernel, device)];
+  if (smem > set) {
+    if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+      return err;
+    set = smem;
+  }
+  if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, kernel, kThreads, smem)) != cudaSuccess) return err;
+  known.emplace(std::make_tuple(kernel, device, smem), *per_sm);
+  return cudaSuccess;
+}
+
 // Block-wise scales: no workspace, one launch. Its shared memory: the static part plus the
 // largest block (bf16/fp16 bytes); as many CTAs per SM as it leaves room for, at most 2 (launch
 // bounds) -- run on the whole GPU, the CTAs striding over the items.
@@ -1116,10 +1143,8 @@ int launch_blocks(const Fp8QuantizeParams& p, const Args& a) {
   }
   const int smem = 2 * stage_units * kGroups * int(sizeof(uint4));
   const auto kernel = block_quantize_kernel<In>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err != cudaSuccess) return int(err);
   int per_sm = 0;
-  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
+  const cudaError_t err = block_launch_setup(reinterpret_cast<const void*>(kernel), smem, &per_sm);
   if (err != cudaSuccess) return int(err);
   const int grid = std::min(a.items, std::max(1, p.num_sms) * std::max(1, per_sm));
   kernel<<<grid, kThreads, smem, static_cast<cudaStream_t>(p.stream)>>>(a, stage_units);

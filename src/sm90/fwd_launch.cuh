@@ -103,8 +103,9 @@ template <> struct TileConfigFp8Long<128, 128> {
   static constexpr bool kAlias = false, kSections = true, kPingPong = false;
 };
 
-// Block-wise descales (FwdParams::descale_block_keys) are per key tile of the V^T kernels: the
-// API and the quantizer know that tile from common/params.h's fp8_vt_key_block.
+// Block-wise descales (flashcute_fwd_args.descale_block_keys) are per key tile of the V^T
+// kernels: the API checks it against common/params.h's fp8_vt_key_block (flashcute.ops.
+// vt_key_block mirrors it for the quantizer's callers).
 static_assert(TileConfigFp8<128, 128>::kN == fp8_vt_key_block(128, 0) &&
               TileConfigFp8Long<128, 128>::kN == fp8_vt_key_block(128, kFp8VtLongMinSeqlenK) &&
               TileConfigFp8Long<128, 128>::kMinSeqlenK == kFp8VtLongMinSeqlenK &&
