@@ -23,14 +23,15 @@ def main():
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--backend", default="sm90")
     ap.add_argument("--runs", type=int, default=4)
-    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8"])
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp8", "fp8vt"],
+                    help="fp8vt: the FP8 mode's V^T kernel on its quantizer's block-wise outputs")
     ap.add_argument("--ablation", help="a variant library of scripts/build_ablation.sh")
     ap.add_argument("--quantize", action="store_true", help="the FP8 mode's quantization, not attention")
     ap.add_argument("--blocks", action="store_true", help="with --quantize: block-wise scales (the mode's default)")
     a = ap.parse_args()
     b, h = 16384 // a.seqlen, 2048 // a.hdim
     torch.manual_seed(0)
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}[a.dtype]
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn, "fp8vt": torch.bfloat16}[a.dtype]
     if a.quantize:
         dt = torch.bfloat16 if a.dtype == "fp8" else dt
     q, k, v = (torch.randn(b, a.seqlen, h, a.hdim, device="cuda").to(dt) for _ in range(3))
@@ -47,6 +48,14 @@ def main():
         lse = torch.empty(b, h, a.seqlen, device="cuda", dtype=torch.float32)
         fn = bench_ablation.launcher(bench_ablation.load(a.ablation), q, k, v, out, lse, a.causal,
                                      torch.cuda.get_device_properties(0).multi_processor_count)
+    elif a.dtype == "fp8vt":  # quantized once, before the profiled launches
+        from flashcute import fp8 as F
+        from flashcute import ops
+        block = ops.vt_key_block(a.hdim, a.seqlen)
+        q8, k8, vt8, ds = F.quantize_qkv(q, k, v, rotate=True, v_colmajor=True, block_keys=block)
+        fn = lambda: ops.call_fwd(q8, k8, vt8, descales=ds, softmax_scale=a.hdim ** -0.5, causal=a.causal,  # noqa: E731
+                                  window_left=-1, window_right=0 if a.causal else -1, softcap=0.0, top_left=False,
+                                  backend="auto", out_dtype=torch.bfloat16, v_is_vt=True)
     elif a.dtype == "fp8":
         import flashcute.flash_attn_interface
         fn = lambda: flashcute.flash_attn_interface.flash_attn_func(q, k, v, causal=a.causal)  # noqa: E731
