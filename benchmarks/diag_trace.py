@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ablation import launcher, load  # noqa: E402
+from bench_ablation import is_vt, launcher, load, v_colmajor  # noqa: E402
 from trace_report import summarize  # noqa: E402
 
 CAP, ROLES = 16383, 4  # trace.cuh's kTraceCap, kTraceRoles
@@ -48,11 +48,15 @@ def main():
                 b, h = 16384 // s, 2048 // d
                 torch.manual_seed(s)
                 q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+                # tr<variant>: a traced build of <variant>; trvt*: the FP8 mode's V^T kernel
+                vt = fam.endswith("f8") and is_vt(name[2:])
                 if fam.endswith("f8"):
                     q, k, v = (x.to(torch.float8_e4m3fn) for x in (q, k, v))
+                    if vt:
+                        v = v_colmajor(v)
                 out = torch.full((b, s, h, d), math.nan, device="cuda", dtype=torch.bfloat16)
                 lse = torch.full((b, h, s), math.nan, device="cuda", dtype=torch.float32)
-                run = launcher(f, q, k, v, out, lse, causal, num_sms)
+                run = launcher(f, q, k, v, out, lse, causal, num_sms, vt=vt)
                 assert lib.fc_trace_set(None) == 0
                 t0 = time.time()
                 while time.time() - t0 < a.warmup_s:
