@@ -4,6 +4,8 @@ times, for a profiler to look at (scripts/gpu_check.sh runs it under ncu when NC
         python3 scripts/profile_case.py --hdim 128 --seqlen 1024 --causal --backend sm90
 --ablation LIB.so runs a kernel variant of scripts/build_ablation.sh instead of the installed package
 (no wheel needed: benchmarks/bench_ablation.py's loader).
+--dtype fp8vt runs the FP8 mode's own kernel (V^T input, block-wise descales) on q, k, v quantized
+once by the mode's quantizer beforehand (run 112 profiles it next to --dtype fp8, the transposing kernel).
 --quantize runs the FP8 mode's quantization of the same bf16 q, k, v instead (flashcute.fp8.quantize_qkv:
 q and k rotated, v written as V^T where the mode does), one launch per run:
     ncu --kernel-name regex:quantize --launch-skip 2 --launch-count 1 \\
