@@ -4,9 +4,11 @@ mix: where the warps wait, not which line.
     python3 scripts/ncu_stalls_by_op.py benchmarks/runs/2026-12-06-run112-src-fp8vt-d128-4k.csv.gz
 """
 import collections
-import csv
-import gzip
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ncu_stalls_by_count import count, read_source_page  # noqa: E402
 
 
 def opcode(source):
@@ -18,21 +20,19 @@ def opcode(source):
 
 
 def main(path):
-    lines = gzip.open(path, "rt").read().splitlines()
-    head = next(i for i, line in enumerate(lines) if line.startswith('"Address"'))
-    rows = list(csv.DictReader(lines[head:]))
+    rows = read_source_page(path)
     reasons = [c for c in rows[0] if c.startswith("stall_") and "Not Issued" not in c]
     by_reason, by_op, executed = collections.Counter(), collections.Counter(), collections.Counter()
     op_reasons = collections.defaultdict(collections.Counter)
     total = 0
     for r in rows:
-        n = int(r["Warp Stall Sampling (All Samples)"].replace(",", "") or 0)
+        n = count(r, "Warp Stall Sampling (All Samples)")
         op = opcode(r["Source"])
         total += n
         by_op[op] += n
-        executed[op] += int(r["Instructions Executed"].replace(",", "") or 0)
+        executed[op] += count(r, "Instructions Executed")
         for c in reasons:
-            v = int(r[c].replace(",", "") or 0)
+            v = count(r, c)
             by_reason[c] += v
             op_reasons[op][c] += v
     print(f"{path}: {total} samples")

@@ -1128,8 +1128,9 @@ cudaError_t block_launch_setup(const void* kernel, int smem, int* per_sm) {
   return cudaSuccess;
 }
 
-// Block-wise scales: no workspace, one launch. Its shared memory: the static part plus the
-// largest block (bf16/fp16 bytes); as many CTAs per SM as it leaves room for, at most 2 (launch
+// Block-wise scales: no workspace, one launch. Its shared memory: the static part plus two
+// stages, each the largest item of the launch (bf16/fp16 bytes; at least the V^T tile where a
+// tensor is written as V^T); as many CTAs per SM as that leaves room for, at most 2 (launch
 // bounds) -- run on the whole GPU, the CTAs striding over the items.
 template <class In>
 int launch_blocks(const Fp8QuantizeParams& p, const Args& a) {
