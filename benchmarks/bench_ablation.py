@@ -33,8 +33,8 @@ def load(path):
 
 def is_vt(name):
     """Variants named vt* are the FP8 mode's V^T-input kernel (harness -DABL_VT=1): v goes in
-    as v_colmajor(v)."""
-    return name.startswith("vt")
+    as v_colmajor(v); solvt*: their speed-of-light builds."""
+    return name.removeprefix("sol").startswith("vt")
 
 
 def v_colmajor(v):

@@ -1,5 +1,6 @@
-// Throughput of the exponential on sm_90 per SM per cycle: f32 MUFU.EX2 vs the f16 / f16x2 /
-// bf16x2 forms (ptxas splits the packed ones into two MUFU.EX2.F16 / .BF16: are those cheaper?).
+// Throughput of the exponential and of the P conversion on sm_90 per SM per cycle: f32 MUFU.EX2 vs
+// its f16 / f16x2 / bf16x2 forms (ptxas splits the packed ones into two MUFU.EX2.F16 / .BF16: are
+// those cheaper?), and the e4m3x2 / bf16x2 conversions from f32 (F2FP), alone and with MUFU.EX2.
 // Build: nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -o mufu_rate mufu_rate.cu
 #include <cstdio>
 #include <cstdint>
@@ -20,9 +21,23 @@ __device__ __forceinline__ uint32_t step(uint32_t x) {
   } else if constexpr (V == 2) {  // f16x2: two results per instruction
     asm volatile("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x));
     y ^= 0x80008000u;
-  } else {  // bf16x2
+  } else if constexpr (V == 3) {  // bf16x2
     asm volatile("ex2.approx.ftz.bf16x2 %0, %1;" : "=r"(y) : "r"(x));
     y ^= 0x80008000u;
+  } else if constexpr (V == 4) {  // e4m3x2 from two f32 (the softmax's P conversion)
+    uint16_t h;
+    asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(__uint_as_float(x)), "f"(__uint_as_float(x ^ 0x10u)));
+    y = 0x3f000000u | (uint32_t(h) << 4);  // back to a float in [0.5, 1) for the next step
+  } else if constexpr (V == 5) {  // one exponential and one e4m3x2 conversion per step
+    uint32_t e;
+    asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=r"(e) : "r"(x | 0x80000000u));
+    uint16_t h;
+    asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(__uint_as_float(e)), "f"(__uint_as_float(x)));
+    y = 0x3f000000u | (uint32_t(h) << 4);
+  } else {  // bf16x2 from two f32 (for comparison)
+    uint32_t h;
+    asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(__uint_as_float(x)), "f"(__uint_as_float(x ^ 0x10u)));
+    y = 0x3f000000u | (h & 0x007fffffu);
   }
   return y;
 }
@@ -30,7 +45,7 @@ __device__ __forceinline__ uint32_t step(uint32_t x) {
 template <int V>
 __global__ void bench(uint32_t* out, long long* cycles, uint32_t seed) {
   uint32_t x[kChains];
-  for (int i = 0; i < kChains; ++i) x[i] = (V == 0 ? 0xbf000000u : 0xb800b800u) + ((threadIdx.x + i + seed) & 7);
+  for (int i = 0; i < kChains; ++i) x[i] = (V == 0 || V >= 4 ? 0xbf000000u : 0xb800b800u) + ((threadIdx.x + i + seed) & 7);
   __syncthreads();
   long long t0 = clock64();
   for (int it = 0; it < kIters; ++it)
@@ -70,5 +85,8 @@ int main() {
   run<1>("f16", 1, sms);
   run<2>("f16x2", 2, sms);
   run<3>("bf16x2", 2, sms);
+  run<4>("cvt e4m3x2", 2, sms);      // "exponentials" column = f32 values converted
+  run<5>("ex2+cvt", 1, sms);         // instruction lanes = steps (one MUFU + one cvt each)
+  run<6>("cvt bf16x2", 2, sms);
   return 0;
 }

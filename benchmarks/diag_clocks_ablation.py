@@ -1,0 +1,47 @@
+"""SM clock and board power while each ablation variant runs back to back (bench_ablation.py's
+libraries): does a variant win by its schedule, or because it draws less power (e.g. a
+speed-of-light build whose GEMM operands are stale or zero) and so runs at a higher clock under
+the board's power limit? ~2 s of back-to-back calls per variant and case, nvidia-smi polled every
+100 ms; prints TFLOP/s, the median SM clock (MHz), power (W) and TFLOP/s per GHz.
+    python3 benchmarks/diag_clocks_ablation.py --dir .carry/ablation [--seqlens 4096,16384] [--causal no]
+"""
+import argparse
+import glob
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_ablation import is_vt, launcher, load, v_colmajor  # noqa: E402
+from diag_clocks import run_case  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default=".carry/ablation")
+    ap.add_argument("--seqlens", default="4096,16384")
+    ap.add_argument("--causal", choices=["both", "no", "yes"], default="no")
+    ap.add_argument("--seconds", type=float, default=2.0)
+    a = ap.parse_args()
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for path in sorted(glob.glob(os.path.join(a.dir, "sm*_hd*_*.so"))):
+        fam, hd, name = os.path.basename(path)[:-3].split("_", 2)
+        d, f = int(hd[2:]), load(path)
+        for causal in {"both": (False, True), "no": (False,), "yes": (True,)}[a.causal]:
+            for s in (int(x) for x in a.seqlens.split(",")):
+                b, h = 16384 // s, 2048 // d
+                torch.manual_seed(s)
+                q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+                if fam.endswith("f8"):
+                    q, k, v = (x.to(torch.float8_e4m3fn) for x in (q, k, v))
+                vin = v_colmajor(v) if is_vt(name) else v
+                out = torch.empty(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+                lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+                run = launcher(f, q, k, vin, out, lse, causal, num_sms, vt=is_vt(name))
+                flops = 4 * b * h * s * s * d / (2 if causal else 1)
+                run_case(f"{fam} d{d} {name} s{s} {'causal' if causal else 'nc'}", run, flops, a.seconds)
+
+
+if __name__ == "__main__":
+    main()
