@@ -1,9 +1,9 @@
 """SM clock and board power while one kernel runs back to back (is a case power/clock limited?).
 For each case: ~2 s of back-to-back calls while nvidia-smi is polled every 100 ms; prints the
-median SM clock (MHz), power (W) and the TFLOP/s of that window.
-    python3 benchmarks/diag_clocks.py
+median SM clock (MHz), power (W), the TFLOP/s of that window and TFLOP/s per GHz.
+    python3 benchmarks/diag_clocks.py [--cases 128:4096:nc,128:4096:causal] [--impls flashcute,cudnn,e4m3]
+                                      [--repeat 2] [--seconds 3]
 """
-import math
 import subprocess
 import threading
 import time
@@ -42,13 +42,25 @@ def run_case(name, fn, fl, seconds=2.0):
     s = sorted(samples[len(samples) // 4:])  # skip the ramp
     clk = sorted(x[0] for x in s)[len(s) // 2] if s else float("nan")
     pw = sorted(x[1] for x in s)[len(s) // 2] if s else float("nan")
-    print(f"{name:34s} {fl / ms / 1e9:7.1f} TFLOP/s  SM {clk:6.0f} MHz  {pw:5.0f} W", flush=True)
+    tf = fl / ms / 1e9
+    print(f"{name:34s} {tf:7.1f} TFLOP/s  SM {clk:6.0f} MHz  {pw:5.0f} W  {tf / clk * 1e3:6.1f} TFLOP/s per GHz"
+          f"  ({len(s)} samples)", flush=True)
 
 
 def main():
+    import argparse
     import flashcute
     from flashcute import flash_attn_interface as fai
-    for d, s, causal in ((128, 4096, False), (128, 4096, True), (128, 16384, False), (256, 16384, False)):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", default="128:4096:nc,128:4096:causal,128:16384:nc,256:16384:nc",
+                    help="hdim:seqlen:nc|causal, comma-separated")
+    ap.add_argument("--impls", default="flashcute,cudnn,e4m3")
+    ap.add_argument("--repeat", type=int, default=1, help="run the whole list this many times")
+    ap.add_argument("--seconds", type=float, default=2.0)
+    a = ap.parse_args()
+    cases = [(int(d), int(s), c == "causal") for d, s, c in (x.split(":") for x in a.cases.split(","))]
+    impls = a.impls.split(",")
+    for d, s, causal in cases * a.repeat:
         b, h = 16384 // s, 2048 // d
         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
@@ -56,10 +68,16 @@ def main():
         fl = 4 * b * s * s * h * d / (2 if causal else 1)
         sc = d ** -0.5
         tag = f"d{d} s{s} {'causal' if causal else 'nc'}"
-        run_case(f"flashcute bf16 {tag}", lambda: flashcute.flash_attn_func(q, k, v, softmax_scale=sc, causal=causal), fl)
-        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-            run_case(f"cudnn bf16 {tag}", lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=sc), fl)
-        run_case(f"flashcute e4m3 {tag}", lambda: fai.flash_attn_func(q8, k8, v8, softmax_scale=sc, causal=causal), fl)
+        if "flashcute" in impls:
+            run_case(f"flashcute bf16 {tag}", lambda: flashcute.flash_attn_func(q, k, v, softmax_scale=sc, causal=causal),
+                     fl, a.seconds)
+        if "cudnn" in impls:
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                run_case(f"cudnn bf16 {tag}", lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=sc),
+                         fl, a.seconds)
+        if "e4m3" in impls:
+            run_case(f"flashcute e4m3 {tag}", lambda: fai.flash_attn_func(q8, k8, v8, softmax_scale=sc, causal=causal),
+                     fl, a.seconds)
 
 
 if __name__ == "__main__":
