@@ -47,6 +47,20 @@ def v_colmajor(v):
     return x.permute(0, 6, 7, 1, 2, 4, 3, 5).reshape(b, hk, dv, sp).view(v.dtype)
 
 
+def variant_inputs(fam, s, d, vt=False):
+    """The FA-convention inputs (b, s, h, d) of one case for a variant library of family fam:
+    randn bf16 seeded by the seqlen, e4m3 for the FP8 family, v as V^T (v_colmajor) for its vt*
+    variants. Returns q, k, v (what the library takes)."""
+    b, h = 16384 // s, 2048 // d
+    torch.manual_seed(s)
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    if fam.endswith("f8"):
+        q, k, v = (x.to(torch.float8_e4m3fn) for x in (q, k, v))
+        if vt:
+            v = v_colmajor(v)
+    return q, k, v
+
+
 def launcher(f, q, k, v, out, lse, causal, num_sms, vt=False):
     """A closure that runs the dense forward (b, s, h, d) of one ablation library. vt: v is V^T
     (b, hk, dv, keys) for a vt* variant; its strides go in as (batch, one d, head)."""

@@ -4,6 +4,7 @@ median SM clock (MHz), power (W), the TFLOP/s of that window and TFLOP/s per GHz
     python3 benchmarks/diag_clocks.py [--cases 128:4096:nc,128:4096:causal] [--impls flashcute,cudnn,e4m3]
                                       [--repeat 2] [--seconds 3]
 """
+import argparse
 import subprocess
 import threading
 import time
@@ -48,7 +49,6 @@ def run_case(name, fn, fl, seconds=2.0):
 
 
 def main():
-    import argparse
     import flashcute
     from flashcute import flash_attn_interface as fai
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

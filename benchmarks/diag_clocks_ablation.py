@@ -13,7 +13,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ablation import is_vt, launcher, load, v_colmajor  # noqa: E402
+from bench_ablation import is_vt, launcher, load, variant_inputs  # noqa: E402
 from diag_clocks import run_case  # noqa: E402
 
 
@@ -31,14 +31,11 @@ def main():
         for causal in {"both": (False, True), "no": (False,), "yes": (True,)}[a.causal]:
             for s in (int(x) for x in a.seqlens.split(",")):
                 b, h = 16384 // s, 2048 // d
-                torch.manual_seed(s)
-                q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-                if fam.endswith("f8"):
-                    q, k, v = (x.to(torch.float8_e4m3fn) for x in (q, k, v))
-                vin = v_colmajor(v) if is_vt(name) else v
+                vt = fam.endswith("f8") and is_vt(name)
+                q, k, v = variant_inputs(fam, s, d, vt)
                 out = torch.empty(b, s, h, d, device="cuda", dtype=torch.bfloat16)
                 lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-                run = launcher(f, q, k, vin, out, lse, causal, num_sms, vt=is_vt(name))
+                run = launcher(f, q, k, v, out, lse, causal, num_sms, vt=vt)
                 flops = 4 * b * h * s * s * d / (2 if causal else 1)
                 run_case(f"{fam} d{d} {name} s{s} {'causal' if causal else 'nc'}", run, flops, a.seconds)
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ablation import is_vt, launcher, load, v_colmajor  # noqa: E402
+from bench_ablation import is_vt, launcher, load, variant_inputs  # noqa: E402
 from trace_report import summarize  # noqa: E402
 
 CAP, ROLES = 16383, 4  # trace.cuh's kTraceCap, kTraceRoles
@@ -46,14 +46,9 @@ def main():
         for causal in {"both": (False, True), "no": (False,), "yes": (True,)}[a.causal]:
             for s in (int(x) for x in a.seqlens.split(",")):
                 b, h = 16384 // s, 2048 // d
-                torch.manual_seed(s)
-                q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
                 # tr<variant>: a traced build of <variant>; trvt*: the FP8 mode's V^T kernel
                 vt = fam.endswith("f8") and is_vt(name[2:])
-                if fam.endswith("f8"):
-                    q, k, v = (x.to(torch.float8_e4m3fn) for x in (q, k, v))
-                    if vt:
-                        v = v_colmajor(v)
+                q, k, v = variant_inputs(fam, s, d, vt)
                 out = torch.full((b, s, h, d), math.nan, device="cuda", dtype=torch.bfloat16)
                 lse = torch.full((b, h, s), math.nan, device="cuda", dtype=torch.float32)
                 run = launcher(f, q, k, v, out, lse, causal, num_sms, vt=vt)

@@ -262,6 +262,7 @@ extern "C" flashcute_status flashcute_fp8_quantize(const flashcute_fp8_quantize_
     p.num_tensors = count;
     p.dtype = a[0].dtype;
     p.workspace = workspace;
+    p.device = dev.ordinal;
     p.num_sms = dev.num_sms;
     p.stream = stream;
     const int err = flashcute::run_fp8_quantize_sm90(p);

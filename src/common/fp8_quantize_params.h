@@ -31,6 +31,7 @@ struct Fp8QuantizeParams {
   int num_tensors;
   int dtype;         // flashcute_dtype of every x
   void* workspace;   // fp8_quantize_workspace_bytes(slots) bytes; the launch zeroes it
+  int device;        // the CUDA ordinal the API resolved (and made current)
   int num_sms;
   void* stream;      // cudaStream_t
 };

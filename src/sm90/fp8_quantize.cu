@@ -1101,13 +1101,12 @@ cudaError_t bind_workspace(const Fp8QuantizeParams& p, Args& a, int64_t slots, i
 }
 
 // The block kernel's dynamic shared memory attribute and its CTAs per SM at `smem` bytes, per
-// device: two driver calls the first time a (kernel, device, stage size) is seen, a table lookup
-// after that (not on every launch). The attribute is only ever raised, so a launch that read a
-// smaller size from the table still finds its own size allowed.
-cudaError_t block_launch_setup(const void* kernel, int smem, int* per_sm) {
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
+// device (the API's resolved ordinal, current during the launch): two driver calls the first
+// time a (kernel, device, stage size) is seen, a table lookup after that (not on every launch).
+// The attribute is only ever raised, so a launch that read a smaller size from the table still
+// finds its own size allowed.
+cudaError_t block_launch_setup(const void* kernel, int device, int smem, int* per_sm) {
+  cudaError_t err = cudaSuccess;
   static std::mutex mu;
   static std::map<std::tuple<const void*, int, int>, int> known;  // (kernel, device, smem) -> CTAs per SM
   static std::map<std::pair<const void*, int>, int> allowed;      // (kernel, device) -> the attribute set
@@ -1145,7 +1144,7 @@ int launch_blocks(const Fp8QuantizeParams& p, const Args& a) {
   const int smem = 2 * stage_units * kGroups * int(sizeof(uint4));
   const auto kernel = block_quantize_kernel<In>;
   int per_sm = 0;
-  const cudaError_t err = block_launch_setup(reinterpret_cast<const void*>(kernel), smem, &per_sm);
+  const cudaError_t err = block_launch_setup(reinterpret_cast<const void*>(kernel), p.device, smem, &per_sm);
   if (err != cudaSuccess) return int(err);
   const int grid = std::min(a.items, std::max(1, p.num_sms) * std::max(1, per_sm));
   kernel<<<grid, kThreads, smem, static_cast<cudaStream_t>(p.stream)>>>(a, stage_units);
