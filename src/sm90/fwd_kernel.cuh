@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
           if constexpr (Traits::kSplitQ) {
             if (!(r.active && r.n_min < r.n_max)) producer.skip_q(ss);  // before the header: see skip_q
           }
-          producer.publish(ss, t);
+          producer.publish(ss, t, tc, seq, r);
           FC_TRACE_PRODUCER(kTrPublish, t);
           if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r, claim_early);
           FC_TRACE_PRODUCER(kTrLoads, t);
@@ -190,16 +190,26 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       mbar_wait(&ss.bar.tile_full, header_phase);
       header_phase ^= 1;
       const int t = load_volatile(ss.bar.tile.tile);
+#if FLASHCUTE_SM90_TILE_DESC
+      const TileDesc desc = ss.bar.tile.desc;  // (stale past the last tile: unused then)
+#endif
       if constexpr (Traits::kHeaderBarrier) mbar_arrive(&ss.bar.hdr_empty);  // the producer may publish the next
       consumer.trace(kTrTileHeader, t);
       if (t >= sched.total_tiles) {
         store_pending();
         break;
       }
+#if FLASHCUTE_SM90_TILE_DESC
+      const TileCoord tc = desc.tc;
+      const SeqInfo& seq = desc.seq;
+      const WindowMask mask(p, seq);
+      const TileRange r = desc.range;
+#else
       const TileCoord tc = sched.tile(t);
       const SeqInfo seq(p, tc.b);
       const WindowMask mask(p, seq);
       const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
+#endif
       if (!r.active || r.n_min >= r.n_max) {  // nothing loaded: hand Q's (and O's) buffer back
         store_pending();
         // (kQAhead: a tile without loads takes no Q buffer, so it has nothing to hand back)

@@ -53,6 +53,9 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_DEFER_EPILOGUE
 #define FLASHCUTE_SM90_DEFER_EPILOGUE 0  // A/B switch: a tile's epilogue after the next tile's first S GEMM (FwdTraits::kDeferEpilogue)
 #endif
+#ifndef FLASHCUTE_SM90_PREFIX_MASK
+#define FLASHCUTE_SM90_PREFIX_MASK 0  // A/B switch: the bit-mask (prefix) form of the causal mask with two P buffers too
+#endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
 #endif
