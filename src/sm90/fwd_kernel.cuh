@@ -60,6 +60,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       cutlass::arch::ClusterBarrier::init(&ss.bar.q_empty[w], Traits::kNumMmaThreads / Traits::kQParts);
     }
     if constexpr (Traits::kHeaderBarrier) cutlass::arch::ClusterBarrier::init(&ss.bar.hdr_empty, Traits::kNumMmaThreads);
+    if constexpr (Traits::kStoreWarp) {
+      for (int w = 0; w < Traits::kNumMmaWG; ++w) {
+        cutlass::arch::ClusterBarrier::init(&ss.bar.o_full[w], 128);
+        cutlass::arch::ClusterBarrier::init(&ss.bar.o_empty[w], 1);
+      }
+    }
     cutlass::arch::ClusterBarrier::init(&ss.bar.tile_full, 1);
     cutlass::arch::ClusterBarrier::init(&ss.bar.o_free, Traits::kNumMmaThreads);
     ss.bar.tile.counter = kp.sched.counter;
@@ -98,6 +104,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
 
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
+    if constexpr (Traits::kStoreWarp) {
+      if (warp_idx >= 1) {
+        if (warp_idx <= Traits::kNumMmaWG && cute::elect_one_sync()) Epilogue<Traits>::store_warp(kp, ss, warp_idx - 1);
+        return;
+      }
+    }
     if (threadIdx.x == 0) {  // one thread claims the tiles and issues every TMA load
       typename ML::Producer producer;
       const bool dynamic = sched.counter != nullptr;
@@ -240,7 +252,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     }
     consumer.trace(kTrEnd);
     consumer.sched_finish();
-    epilogue.finish();
+    epilogue.finish(ss);
   }
 }
 
