@@ -15,7 +15,6 @@ struct SeqInfo {
   bool varlen;
   int b;
 
-  SeqInfo() = default;  // (a member of the sm90 kernel's tile header)
   __device__ __forceinline__ SeqInfo(const FwdParams& p, int b_) : b(b_) {
     varlen = p.cu_seqlens_q != nullptr;
     if (varlen) {

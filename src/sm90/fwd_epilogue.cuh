@@ -33,7 +33,6 @@ struct Epilogue {
   using TiledMmaPV = typename Traits::TiledMmaPV;
 
   int wg, tid;  // consumer warpgroup, consumer thread
-  uint32_t o_phase = 0;  // kStoreWarp: o_empty[wg]'s parity to wait for, flipped per O handed over
 
   CUTE_DEVICE bool leader() const { return (tid & 127) == 0; }
   CUTE_DEVICE int bar_id() const {
@@ -74,7 +73,7 @@ struct Epilogue {
   template <class KP, class TensorO, class Softmax, class Trace = NoTrace>
   CUTE_DEVICE void store(KP const& kp, SharedStorage& ss, SeqInfo const& seq, int h, int m_block,
                          TensorO& tOrO, Softmax& softmax, float scale_log2, float o_scale,
-                         Trace const& trace = Trace{}) {
+                         Trace const& trace = Trace{}) const {
     FragmentO<TensorO> rO;
     finish_o(kp.p, seq, h, m_block, tOrO, softmax, scale_log2, o_scale, rO);
     store_o(kp, ss, seq, h, m_block, rO, trace);
@@ -118,7 +117,7 @@ struct Epilogue {
   // stores). Touches no accumulator, so it may run while a wgmma is in flight (kDeferEpilogue).
   template <class KP, class FragO, class Trace = NoTrace>
   CUTE_DEVICE void store_o(KP const& kp, SharedStorage& ss, SeqInfo const& seq, int h, int m_block,
-                           FragO const& rO, Trace const& trace = Trace{}) {
+                           FragO const& rO, Trace const& trace = Trace{}) const {
     FwdParams const& p = kp.p;
     TiledMmaPV mma_pv;
     Tensor sO = make_tensor(make_smem_ptr(ss.o_ptr()), typename Traits::SmemLayoutO{});
@@ -126,21 +125,6 @@ struct Epilogue {
                                typename Traits::SmemLayoutOWG{});
 
     trace(kTrEpiFinal);
-    if constexpr (Traits::kStoreWarp) {
-      if (!seq.varlen) {  // (varlen launches store their rows themselves, below)
-        // The store warp's previous store has read the buffer (a fresh barrier's parity 1 returns).
-        mbar_wait(&ss.bar.o_empty[wg], o_phase ^ 1);
-        o_phase ^= 1;
-        auto smem_copy = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_pv);
-        auto thr_copy = smem_copy.get_thread_slice(tid);
-        copy(smem_copy, thr_copy.retile_S(rO), thr_copy.partition_D(sO));
-        cutlass::arch::fence_view_async_shared();  // stmatrix writes -> visible to the TMA engine
-        if (leader()) ss.bar.o_slot[wg] = make_int4(m_block, h, seq.b, 0);
-        mbar_arrive(&ss.bar.o_full[wg]);
-        trace(kTrEpiStored);
-        return;
-      }
-    }
     if (leader()) tma_store_wait<0>();  // the previous tile's store has read O's smem
     named_bar_sync(bar_id(), 128);
     trace(kTrEpiBar1);
@@ -179,40 +163,9 @@ struct Epilogue {
     }
   }
 
-  // Before the CTA exits: its last TMA store must have finished reading shared memory (the store
-  // warp's job with kStoreWarp: it gets the end marker once it is free).
-  CUTE_DEVICE void finish(SharedStorage& ss) {
-    if constexpr (Traits::kStoreWarp) {
-      mbar_wait(&ss.bar.o_empty[wg], o_phase ^ 1);
-      o_phase ^= 1;
-      if (leader()) ss.bar.o_slot[wg] = make_int4(0, 0, 0, -1);
-      mbar_arrive(&ss.bar.o_full[wg]);
-    } else {
-      if (leader()) tma_store_wait<0>();
-    }
-  }
-
-  // kStoreWarp: one lane of producer warp 1 + w stores warpgroup w's O, tile by tile, until the
-  // end marker. Waiting for each store to have read the buffer before handing it back keeps
-  // one store in flight per warpgroup, as the leader's own wait did.
-  template <class KP>
-  CUTE_DEVICE static void store_warp(KP const& kp, SharedStorage& ss, int w) {
-    Tensor sO_wg = make_tensor(make_smem_ptr(ss.o_ptr() + w * 64 * kHeadDimV), typename Traits::SmemLayoutOWG{});
-    uint32_t phase = 0;
-    for (;;) {
-      mbar_wait(&ss.bar.o_full[w], phase);
-      phase ^= 1;
-      const int4 slot = ss.bar.o_slot[w];  // (after the wait: its asm orders this read)
-      if (slot.w < 0) break;
-      Tensor mO = kp.tma_o.get_tma_tensor(kp.shape_o)(_, _, slot.y, slot.z);
-      Tensor gO = local_tile(mO, Shape<_64, Int<kHeadDimV>>{}, make_coord(slot.x * Traits::kNumMmaWG + w, _0{}));
-      auto [tOg, tOs] = tma_partition(kp.tma_o, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sO_wg),
-                                      group_modes<0, 2>(gO));
-      copy(kp.tma_o, tOs, tOg);  // rows past seqlen_q are clipped by the tensor map
-      tma_store_arrive();
-      tma_store_wait<0>();
-      mbar_arrive(&ss.bar.o_empty[w]);
-    }
+  // Before the CTA exits: its last TMA store must have finished reading shared memory.
+  CUTE_DEVICE void finish() const {
+    if (leader()) tma_store_wait<0>();
   }
 };
 

@@ -60,12 +60,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       cutlass::arch::ClusterBarrier::init(&ss.bar.q_empty[w], Traits::kNumMmaThreads / Traits::kQParts);
     }
     if constexpr (Traits::kHeaderBarrier) cutlass::arch::ClusterBarrier::init(&ss.bar.hdr_empty, Traits::kNumMmaThreads);
-    if constexpr (Traits::kStoreWarp) {
-      for (int w = 0; w < Traits::kNumMmaWG; ++w) {
-        cutlass::arch::ClusterBarrier::init(&ss.bar.o_full[w], 128);
-        cutlass::arch::ClusterBarrier::init(&ss.bar.o_empty[w], 1);
-      }
-    }
     cutlass::arch::ClusterBarrier::init(&ss.bar.tile_full, 1);
     cutlass::arch::ClusterBarrier::init(&ss.bar.o_free, Traits::kNumMmaThreads);
     ss.bar.tile.counter = kp.sched.counter;
@@ -104,12 +98,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
 
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
-    if constexpr (Traits::kStoreWarp) {
-      if (warp_idx >= 1) {
-        if (warp_idx <= Traits::kNumMmaWG && cute::elect_one_sync()) Epilogue<Traits>::store_warp(kp, ss, warp_idx - 1);
-        return;
-      }
-    }
     if (threadIdx.x == 0) {  // one thread claims the tiles and issues every TMA load
       typename ML::Producer producer;
       const bool dynamic = sched.counter != nullptr;
@@ -143,7 +131,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
           if constexpr (Traits::kSplitQ) {
             if (!(r.active && r.n_min < r.n_max)) producer.skip_q(ss);  // before the header: see skip_q
           }
-          producer.publish(ss, t, tc, seq, r);
+          producer.publish(ss, t);
           FC_TRACE_PRODUCER(kTrPublish, t);
           if (r.active && r.n_min < r.n_max) producer.load(kp, ss, pipe_k, pipe_v, tc, seq, r, claim_early);
           FC_TRACE_PRODUCER(kTrLoads, t);
@@ -202,26 +190,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
       mbar_wait(&ss.bar.tile_full, header_phase);
       header_phase ^= 1;
       const int t = load_volatile(ss.bar.tile.tile);
-#if FLASHCUTE_SM90_TILE_DESC
-      const TileDesc desc = ss.bar.tile.desc;  // (stale past the last tile: unused then)
-#endif
       if constexpr (Traits::kHeaderBarrier) mbar_arrive(&ss.bar.hdr_empty);  // the producer may publish the next
       consumer.trace(kTrTileHeader, t);
       if (t >= sched.total_tiles) {
         store_pending();
         break;
       }
-#if FLASHCUTE_SM90_TILE_DESC
-      const TileCoord tc = desc.tc;
-      const SeqInfo& seq = desc.seq;
-      const WindowMask mask(p, seq);
-      const TileRange r = desc.range;
-#else
       const TileCoord tc = sched.tile(t);
       const SeqInfo seq(p, tc.b);
       const WindowMask mask(p, seq);
       const TileRange r = tile_range<Traits::kBlockM, Traits::kBlockN>(mask, seq, tc.m_block);
-#endif
       if (!r.active || r.n_min >= r.n_max) {  // nothing loaded: hand Q's (and O's) buffer back
         store_pending();
         // (kQAhead: a tile without loads takes no Q buffer, so it has nothing to hand back)
@@ -252,7 +230,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1) fwd_kernel(CUTE_GRID_C
     }
     consumer.trace(kTrEnd);
     consumer.sched_finish();
-    epilogue.finish(ss);
+    epilogue.finish();
   }
 }
 

@@ -53,7 +53,13 @@ using namespace cute;
 #define FC_TRACE_LOOP(x) ((void)0)
 #endif
 
-// TileRange (tile_scheduler.cuh) of a query block.
+// Which key blocks a tile touches. active == false: the query block lies past this sequence's
+// end (varlen), nothing to write. n_min == n_max: every key is masked, write O = 0, LSE = -inf.
+struct TileRange {
+  int row_begin, row_end, n_min, n_max;
+  bool active;
+};
+
 template <int kBlockM, int kBlockN>
 CUTE_DEVICE TileRange tile_range(WindowMask const& mask, SeqInfo const& seq, int m_block) {
   TileRange r;
@@ -203,16 +209,6 @@ struct Mainloop {
     // while Q is in flight.
     CUTE_DEVICE static void publish(SharedStorage& ss, int t) {
       wait_buffers(ss);
-      ss.bar.tile.tile = t;
-      mbar_arrive(&ss.bar.tile_full);
-    }
-    // A tile to load (t < total_tiles), with what the consumers need of it (FLASHCUTE_SM90_TILE_DESC).
-    CUTE_DEVICE static void publish(SharedStorage& ss, int t, TileCoord const& tc, SeqInfo const& seq,
-                                    TileRange const& r) {
-      wait_buffers(ss);
-#if FLASHCUTE_SM90_TILE_DESC
-      ss.bar.tile.desc = TileDesc{tc, seq, r};
-#endif
       ss.bar.tile.tile = t;
       mbar_arrive(&ss.bar.tile_full);
     }
@@ -533,7 +529,7 @@ struct Mainloop {
         if (mask.template block_needs_mask<kBlockN>(n, wg_row_begin, wg_row_begin + 64)) {
           // The bit-mask form (R2P + FSEL), except at 16-bit d=128, where it spilled: the two P
           // buffers leave no registers for it.
-          mask.template apply<!kTwoP || bool(FLASHCUTE_SM90_PREFIX_MASK)>(sRowCol, cRowCol, r.row_begin, n * kBlockN);
+          mask.template apply<!kTwoP>(sRowCol, cRowCol, r.row_begin, n * kBlockN);
         }
         if constexpr (kBlockDescale) {
           softmax.online_scaled(sRowCol, sc, __log2f(v_n), __frcp_rn(v_n), corr);

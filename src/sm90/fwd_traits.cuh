@@ -53,12 +53,6 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_DEFER_EPILOGUE
 #define FLASHCUTE_SM90_DEFER_EPILOGUE 0  // A/B switch: a tile's epilogue after the next tile's first S GEMM (FwdTraits::kDeferEpilogue)
 #endif
-#ifndef FLASHCUTE_SM90_STORE_WARP
-#define FLASHCUTE_SM90_STORE_WARP 0  // A/B switch: O's TMA store issued by a producer warp per consumer warpgroup (FwdTraits::kStoreWarp)
-#endif
-#ifndef FLASHCUTE_SM90_PREFIX_MASK
-#define FLASHCUTE_SM90_PREFIX_MASK 0  // A/B switch: the bit-mask (prefix) form of the causal mask with two P buffers too
-#endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
 #endif
@@ -124,15 +118,6 @@ struct FwdTraits {
   static constexpr bool kDeferEpilogue =
       bool(FLASHCUTE_SM90_DEFER_EPILOGUE) && kOStaging_ == kOSeparate && kIntraWGOverlap_ && !kFp8;
 
-  // O's TMA store issued by a store warp (producer warp 1 + w for consumer warpgroup w) instead
-  // of the warpgroup's leader: the warpgroup writes O to shared memory, fences and arrives on
-  // o_full[w]; the store warp issues the store, waits until it has read the buffer and arrives on
-  // o_empty[w], which the warpgroup waits for before its next O (fwd_epilogue.cuh). This takes
-  // the leader's TMA issue, its wait for the previous store and the two warpgroup barriers off
-  // the consumers' tile boundary. Needs idle producer warps (no transposing ones) and O in its own
-  // buffer (an aliased buffer is handed back to the producer by the consumers).
-  static constexpr bool kStoreWarp = bool(FLASHCUTE_SM90_STORE_WARP) && !kTransposeV && kOStaging_ == kOSeparate &&
-                                     !kDeferEpilogue && kNumMmaWG <= 3;
   static constexpr int kNumMmaThreads = kNumMmaWG * 128;
   static constexpr int kNumThreads = kNumMmaThreads + 128;
   // Producer registers: 24, or (FP8) 40 where the consumers fit in 232 and the transposing
@@ -270,9 +255,6 @@ struct FwdTraits {
     TileHeader tile;              // this tile's index, published on tile_full (tile_scheduler.cuh)
     int v_end[kStagesV];          // FP8 transposing warps: nonzero = the end, no V block here
     alignas(8) uint64_t hdr_empty;  // kHeaderBarrier: consumer arrivals: the tile header was read (once per header)
-    alignas(8) uint64_t o_full[kNumMmaWG];   // kStoreWarp: warpgroup w's 128 arrivals: its O is in smem (or the end)
-    alignas(8) uint64_t o_empty[kNumMmaWG];  // kStoreWarp: 1 arrival: the store warp's TMA store has read it
-    int4 o_slot[kNumMmaWG];                  // kStoreWarp: (m_block, h, b, 0) of the O to store; w = -1: the end
   };
   // FP8's TMA landing buffer for V (its 1024-byte alignment comes with the array); an empty
   // member otherwise.

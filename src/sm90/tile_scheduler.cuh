@@ -19,11 +19,7 @@
 
 #include <cute/tensor.hpp>
 #include <cutlass/fast_math.h>
-#include "common/seqlen.cuh"
 
-#ifndef FLASHCUTE_SM90_TILE_DESC
-#define FLASHCUTE_SM90_TILE_DESC 0  // A/B switch: the consumers read the tile's coordinates, sequence and
-#endif                              // key range from the header (TileHeader::desc) instead of working them out
 #ifndef FLASHCUTE_SM90_FAST_DIVMOD
 #define FLASHCUTE_SM90_FAST_DIVMOD 1  // the tile walk's divisions by multiply-shift (0: hardware-less division, A/B)
 #endif
@@ -133,28 +129,8 @@ struct StaticTileScheduler {
 // FwdTraits::kHeaderBarrier) says they are done with the previous one, and publishes it by an
 // arrival on tile_full before the tile's Q is loaded, so that the consumers work the tile out
 // while Q is in flight (published with Q instead, run 76 lost 3-12 % at 1k).
-// Which key blocks a tile touches. active == false: the query block lies past this sequence's
-// end (varlen), nothing to write. n_min == n_max: every key is masked, write O = 0, LSE = -inf.
-struct TileRange {
-  int row_begin, row_end, n_min, n_max;
-  bool active;
-};
-
-// A tile as the producer works it out before loading it (FLASHCUTE_SM90_TILE_DESC).
-struct TileDesc {
-  TileCoord tc;
-  SeqInfo seq;
-  TileRange range;
-};
-
 struct TileHeader {
   int tile;      // >= total_tiles: no more tiles
-#if FLASHCUTE_SM90_TILE_DESC
-  // The tile's coordinates, sequence and key range, written with `tile`: the consumers copy them
-  // instead of working them out again (a dependent chain of integer and parameter work between
-  // the header and Q's wait, ~800-1,000 cycles at each tile's start: runs 98-103).
-  TileDesc desc;
-#endif
   // The producer thread's own tile-loop state, kept here rather than in its 24 registers: held
   // across a tile's loads in registers, these pushed the TMA issue sequence into local-memory
   // spills (12-268 bytes, depending on the head dim; such spills cost run 75's bf16 d=128
