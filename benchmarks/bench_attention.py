@@ -340,7 +340,6 @@ class Impls:
 
     # -- runners --------------------------------------------------------------------------------
     def runner(self, col, case, inputs):
-        torch = self.torch
         causal = case["causal"]
         scale = 1.0 / math.sqrt(case["hdim"])
         if col.startswith("flashcute"):

@@ -1,6 +1,5 @@
 """GPU: varlen, packed-qkv views, the SDPA API, empty inputs, copy policy, determinism,
 torch.compile, CUDA graphs, non-default streams, opcheck, and library errors."""
-import math
 
 import pytest
 import torch
