@@ -108,6 +108,10 @@ def parse_args(argv=None):
                    help="time every column of a case this many times, the column order reversed "
                         "every other round, and report the median (ms_rounds has them all): two "
                         "timings of one kernel in one run differed by up to ~7 %% (run 89)")
+    p.add_argument("--cooldown", type=float, default=0.0, metavar="S",
+                   help="sleep S seconds before every timing, so that each implementation starts "
+                        "from the same idle power state (FlashAttention-3's benchmark sleeps 1 s); "
+                        "default 0: back-to-back timings, the board's sustained (power-limited) state")
     p.add_argument("--check", action="store_true",
                    help="once per case, compare every output with cuDNN's (FA2's if cuDNN "
                         "fails) and report the max abs diff")
@@ -129,6 +133,8 @@ def parse_args(argv=None):
     bad = [d for d in args.hdims if args.model_dim % d]
     if bad:
         p.error(f"--model-dim {args.model_dim} is not a multiple of hdim(s) {bad}")
+    if args.cooldown < 0:
+        p.error("--cooldown must be >= 0")
     if args.warmup < 0 or args.rep <= 0:
         p.error("--warmup must be >= 0 and --rep > 0")
     if args.check_atol is None:
@@ -237,6 +243,15 @@ def environment(torch, triton_mod, flashcute_mod, flashcute_err, fa3_mod, fa3_er
 # ---------------------------------------------------------------------------------------------
 # timing
 # ---------------------------------------------------------------------------------------------
+
+
+def with_cooldown(bench, seconds):
+    """bench, after `seconds` of idle GPU (no work queued): every timing starts from the same
+    power state instead of inheriting the previous kernel's (the board is power-limited)."""
+    def cooled(fn):
+        time.sleep(seconds)
+        return bench(fn)
+    return cooled
 
 
 def make_timer(torch, triton_mod, warmup, rep):
@@ -456,6 +471,8 @@ def run(args, cases, cols):
 
     impls = Impls(torch, args)
     bench, timer_desc = make_timer(torch, triton, args.warmup, args.rep)
+    if args.cooldown > 0:
+        bench, timer_desc = with_cooldown(bench, args.cooldown), f"{timer_desc}, {args.cooldown} s idle before each"
     env = environment(torch, triton, impls.flashcute, impls.flashcute_err, impls.fa3,
                       impls.fa3_err)
 

@@ -46,7 +46,7 @@ import shlex
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_attention import environment, make_timer, tflops  # noqa: E402  (same folder)
+from bench_attention import environment, make_timer, tflops, with_cooldown  # noqa: E402  (same folder)
 
 COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-blocks", "quant-torch", "quant-varlen-cuda",
            "quant-varlen-torch", "fp8-kernel", "fp8-kernel-blocks", "fp8-mode", "fp8-mode-norot",
@@ -68,6 +68,8 @@ def parse_args(argv=None):
     p.add_argument("--columns", default=",".join(COLUMNS))
     p.add_argument("--warmup", type=float, default=25)
     p.add_argument("--rep", type=float, default=100)
+    p.add_argument("--cooldown", type=float, default=0.0, metavar="S",
+                   help="sleep S seconds before every timing (bench_attention.py --cooldown)")
     p.add_argument("--json", default=None, help="write the results here")
     p.add_argument("--dry-run", action="store_true", help="list the cases; no GPU needed")
     a = p.parse_args(argv)
@@ -195,6 +197,8 @@ def main(argv=None):
     import flashcute
 
     bench, timer = make_timer(torch, triton, a.warmup, a.rep)
+    if a.cooldown > 0:
+        bench, timer = with_cooldown(bench, a.cooldown), f"{timer}, {a.cooldown} s idle before each"
     env = environment(torch, triton, flashcute, None, None, "not used")
     print(f"# {env.get('gpu')} | torch {env['torch']} | triton {env['triton']} | {timer}", flush=True)
     results = []
