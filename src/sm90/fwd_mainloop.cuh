@@ -55,20 +55,9 @@ using namespace cute;
 
 // Which key blocks a tile touches. active == false: the query block lies past this sequence's
 // end (varlen), nothing to write. n_min == n_max: every key is masked, write O = 0, LSE = -inf.
-#ifndef FLASHCUTE_SM90_DIAG_SECOND
-#define FLASHCUTE_SM90_DIAG_SECOND 0  // A/B: a tile's top two key blocks taken in swapped order
-#endif
-
 struct TileRange {
   int row_begin, row_end, n_min, n_max;
   bool active;
-  // FLASHCUTE_SM90_DIAG_SECOND: the top two key blocks are visited in swapped order, so that a
-  // causal tile starts on a block without mask (its first softmax is on the critical path, the
-  // second one overlaps the other warpgroup's GEMMs). Only where the first warpgroup's rows see
-  // the top block (then every warpgroup does and none skips a block).
-  bool swap_top;
-  // The key block of loop step n (the loops count n from n_max - 1 down to n_min).
-  CUTE_DEVICE int key_block(int n) const { return swap_top && n >= n_max - 2 ? 2 * n_max - 3 - n : n; }
 };
 
 template <int kBlockM, int kBlockN>
@@ -80,12 +69,6 @@ CUTE_DEVICE TileRange tile_range(WindowMask const& mask, SeqInfo const& seq, int
   r.n_min = r.n_max = 0;
   if (r.active) mask.template key_block_range<kBlockN>(r.row_begin, r.row_end, r.n_min, r.n_max);
   if (r.n_max < r.n_min) r.n_max = r.n_min;
-  r.swap_top = false;
-  if (FLASHCUTE_SM90_DIAG_SECOND && r.n_max - r.n_min >= 2) {
-    int lo0, hi0;
-    mask.template key_block_range<kBlockN>(r.row_begin, min(r.row_begin + 64, r.row_end), lo0, hi0);
-    r.swap_top = hi0 >= r.n_max;
-  }
   return r;
 }
 
@@ -317,13 +300,13 @@ struct Mainloop {
 
       auto load_k = [&](int n) {
         pipe_k.producer_acquire(state_k);
-        copy(kp.tma_k.with(*pipe_k.producer_get_barrier(state_k)), tKg(_, r.key_block(n)), tKs(_, state_k.index()));
+        copy(kp.tma_k.with(*pipe_k.producer_get_barrier(state_k)), tKg(_, n), tKs(_, state_k.index()));
         ++state_k;
       };
       // 16-bit: V lands as V^T. FP8: V lands, then the transposing warps write V^T (Transposer).
       auto issue_v = [&](int n) {
         pipe_v.producer_acquire(state_v);
-        copy(kp.tma_v.with(*pipe_v.producer_get_barrier(state_v)), tVg(_, r.key_block(n)), tVs(_, state_v.index()));
+        copy(kp.tma_v.with(*pipe_v.producer_get_barrier(state_v)), tVg(_, n), tVs(_, state_v.index()));
         ++state_v;
       };
 
@@ -529,7 +512,7 @@ struct Mainloop {
         float k_n = 1.f, v_n = 1.f;
         if constexpr (kBlockDescale) {
           k_n = bd.k_next, v_n = bd.v_next;
-          bd.fetch(r.key_block(max(n - 1, 0)));  // the next block's (n descends), while this one's softmax runs
+          bd.fetch(max(n - 1, 0));  // the next block's (n descends), while this one's softmax runs
           CUTE_UNROLL
           for (int i = 0; i < kRows; ++i) sc[i] = c_row[i] * k_n;
           if (softcap) {
@@ -543,10 +526,10 @@ struct Mainloop {
         } else if (softcap) {
           apply_softcap(tSrS, softcap_inv);
         }
-        if (mask.template block_needs_mask<kBlockN>(r.key_block(n), wg_row_begin, wg_row_begin + 64)) {
+        if (mask.template block_needs_mask<kBlockN>(n, wg_row_begin, wg_row_begin + 64)) {
           // The bit-mask form (R2P + FSEL), except at 16-bit d=128, where it spilled: the two P
           // buffers leave no registers for it.
-          mask.template apply<!kTwoP>(sRowCol, cRowCol, r.row_begin, r.key_block(n) * kBlockN);
+          mask.template apply<!kTwoP>(sRowCol, cRowCol, r.row_begin, n * kBlockN);
         }
         if constexpr (kBlockDescale) {
           softmax.online_scaled(sRowCol, sc, __log2f(v_n), __frcp_rn(v_n), corr);
@@ -585,7 +568,7 @@ struct Mainloop {
       int lo, hi;
       mask.template key_block_range<kBlockN>(wg_row_begin, min(wg_row_begin + 64, r.row_end), lo, hi);
       const int n_top = max(r.n_min + 1, min(hi, r.n_max));
-      if constexpr (kBlockDescale) bd.fetch(r.key_block(n_top - 1));  // the first block scores_to_p takes
+      if constexpr (kBlockDescale) bd.fetch(n_top - 1);  // the first block scores_to_p takes
       for (int n = r.n_max - 1; n >= n_top; --n) {
         pipe_k.consumer_wait(state_k);
         pipe_k.consumer_release(state_k);
