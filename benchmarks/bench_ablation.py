@@ -47,6 +47,20 @@ def v_colmajor(v):
     return x.permute(0, 6, 7, 1, 2, 4, 3, 5).reshape(b, hk, dv, sp).view(v.dtype)
 
 
+def variant_parts(path):
+    """(family, head dim, variant name) of a library scripts/build_ablation.sh built:
+    sm<family>_hd<d>_<name>.so."""
+    fam, hd, name = os.path.basename(path)[:-3].split("_", 2)
+    return fam, int(hd[2:]), name
+
+
+def case_grid(causal, seqlens):
+    """The (causal, seqlen) cases of the scripts' --causal (both/no/yes) and --seqlens (a, b, ...)
+    options, causal outermost."""
+    flags = {"both": (False, True), "no": (False,), "yes": (True,)}[causal]
+    return [(c, int(s)) for c in flags for s in seqlens.split(",")]
+
+
 def variant_inputs(fam, s, d, vt=False):
     """The FA-convention inputs (b, s, h, d) of one case for a variant library of family fam:
     randn bf16 seeded by the seqlen, e4m3 for the FP8 family, v as V^T (v_colmajor) for its vt*
@@ -99,81 +113,80 @@ def main():
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     groups = {}  # (family, hdim) -> {variant name: entry}
     for path in libs:
-        fam, hd, name = os.path.basename(path)[:-3].split("_", 2)
-        groups.setdefault((fam, int(hd[2:])), {})[name] = load(path)
+        fam, d, name = variant_parts(path)
+        groups.setdefault((fam, d), {})[name] = load(path)
     rows = []
     for (fam, d), variants in sorted(groups.items()):
-        for causal in {"both": (False, True), "no": (False,), "yes": (True,)}[a.causal]:
-            for s in (int(x) for x in a.seqlens.split(",")):
-                b, h = 16384 // s, 2048 // d
-                torch.manual_seed(s)
-                q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-                fp8 = fam.endswith("f8")  # e4m3 variants: cuDNN runs bf16 on the same values
-                if fp8:
-                    q8, k8, v8 = (x.to(torch.float8_e4m3fn) for x in (q, k, v))
-                    q, k, v = (x.to(torch.bfloat16) for x in (q8, k8, v8))
-                flops = 4 * b * h * s * s * d / (2 if causal else 1)
-                qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
-                row = dict(family=fam, hdim=d, seqlen=s, causal=causal)
-                baselines = [("cudnn", SDPBackend.CUDNN_ATTENTION)]
-                if fam == "sm80":
-                    baselines.append(("fa2", SDPBackend.FLASH_ATTENTION))
-                for bname, backend in baselines:
-                    with sdpa_kernel(backend):
-                        if bname == "cudnn":
-                            ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
-                        ms = do_bench(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal),
-                                      warmup=25, rep=100)
-                    row[bname] = round(flops / ms / 1e9, 1)
-                runs, outs = {}, {}
+        for causal, s in case_grid(a.causal, a.seqlens):
+            b, h = 16384 // s, 2048 // d
+            torch.manual_seed(s)
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            fp8 = fam.endswith("f8")  # e4m3 variants: cuDNN runs bf16 on the same values
+            if fp8:
+                q8, k8, v8 = (x.to(torch.float8_e4m3fn) for x in (q, k, v))
+                q, k, v = (x.to(torch.bfloat16) for x in (q8, k8, v8))
+            flops = 4 * b * h * s * s * d / (2 if causal else 1)
+            qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+            row = dict(family=fam, hdim=d, seqlen=s, causal=causal)
+            baselines = [("cudnn", SDPBackend.CUDNN_ATTENTION)]
+            if fam == "sm80":
+                baselines.append(("fa2", SDPBackend.FLASH_ATTENTION))
+            for bname, backend in baselines:
+                with sdpa_kernel(backend):
+                    if bname == "cudnn":
+                        ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
+                    ms = do_bench(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal),
+                                  warmup=25, rep=100)
+                row[bname] = round(flops / ms / 1e9, 1)
+            runs, outs = {}, {}
 
-                def check(name, run, out):
-                    out.fill_(math.nan)
-                    run()
-                    diff = (out.float() - ref.float()).abs()
-                    err, mean_err = diff.max().item(), diff.mean().item()
-                    # e4m3 P (3 mantissa bits) vs cuDNN's bf16 P: wider bounds, and a mean bound,
-                    # since the first causal rows (few keys, |out| ~ |v|) reach ~0.06 legitimately.
-                    ok = err < 0.25 and mean_err < 1e-2 if fp8 else err < 2e-2  # NaN fails both
-                    # Variants named sol*: speed-of-light builds that skip work on purpose
-                    # (FLASHCUTE_SM90_SOL_*): timed, never checked.
-                    ok = ok or name.startswith("sol")
-                    if not ok:  # reported, and the variant is not timed (the others still are)
-                        print(f"FAILED {fam} {name}: |out - cuDNN| max {err} mean {mean_err} "
-                              f"at seqlen {s} causal {causal}", flush=True)
-                        row[name] = "FAILED"
-                    return ok
+            def check(name, run, out):
+                out.fill_(math.nan)
+                run()
+                diff = (out.float() - ref.float()).abs()
+                err, mean_err = diff.max().item(), diff.mean().item()
+                # e4m3 P (3 mantissa bits) vs cuDNN's bf16 P: wider bounds, and a mean bound,
+                # since the first causal rows (few keys, |out| ~ |v|) reach ~0.06 legitimately.
+                ok = err < 0.25 and mean_err < 1e-2 if fp8 else err < 2e-2  # NaN fails both
+                # Variants named sol*: speed-of-light builds that skip work on purpose
+                # (FLASHCUTE_SM90_SOL_*): timed, never checked.
+                ok = ok or name.startswith("sol")
+                if not ok:  # reported, and the variant is not timed (the others still are)
+                    print(f"FAILED {fam} {name}: |out - cuDNN| max {err} mean {mean_err} "
+                          f"at seqlen {s} causal {causal}", flush=True)
+                    row[name] = "FAILED"
+                return ok
 
-                vt8 = v_colmajor(v8) if fp8 and any(is_vt(n) for n in variants) else None
-                for name, f in variants.items():
-                    out = torch.full_like(q, math.nan)
-                    lse = torch.full((b, h, s), math.nan, device="cuda", dtype=torch.float32)
-                    vt = fp8 and is_vt(name)
-                    ins = ((q8, k8, vt8 if vt else v8) if fp8 else (q, k, v))
-                    run = launcher(f, *ins, out, lse, causal, num_sms, vt=vt)
-                    if check(name, run, out):
-                        runs[name], outs[name] = run, out
-                # Timed in order and again in reverse order (--rounds times in all), the median: a
-                # variant's place in the sequence (clocks after the checks) then biases none of
-                # them. The board is power-bound (run 27), so one second of the first variant
-                # first brings it to its steady state.
-                if runs:
-                    do_bench(next(iter(runs.values())), warmup=25, rep=1000)
-                ms = {n: [] for n in runs}
-                for i in range(a.rounds):
-                    for name in (list(runs) if i % 2 == 0 else list(runs)[::-1]):
-                        ms[name].append(do_bench(runs[name], warmup=25, rep=a.rep))
-                for name, run in list(runs.items()):  # again after the timed calls (state a call leaves behind)
-                    if not check(name, run, outs[name]):
-                        del ms[name]
-                for name, t in ms.items():
-                    t = sorted(t)
-                    med = (t[(len(t) - 1) // 2] + t[len(t) // 2]) / 2
-                    row[name] = round(flops / med / 1e9, 1)
-                    if a.rounds > 2:  # the spread: slowest and fastest round
-                        row[name + "_range"] = [round(flops / t[-1] / 1e9, 1), round(flops / t[0] / 1e9, 1)]
-                print(json.dumps(row), flush=True)
-                rows.append(row)
+            vt8 = v_colmajor(v8) if fp8 and any(is_vt(n) for n in variants) else None
+            for name, f in variants.items():
+                out = torch.full_like(q, math.nan)
+                lse = torch.full((b, h, s), math.nan, device="cuda", dtype=torch.float32)
+                vt = fp8 and is_vt(name)
+                ins = ((q8, k8, vt8 if vt else v8) if fp8 else (q, k, v))
+                run = launcher(f, *ins, out, lse, causal, num_sms, vt=vt)
+                if check(name, run, out):
+                    runs[name], outs[name] = run, out
+            # Timed in order and again in reverse order (--rounds times in all), the median: a
+            # variant's place in the sequence (clocks after the checks) then biases none of
+            # them. The board is power-bound (run 27), so one second of the first variant
+            # first brings it to its steady state.
+            if runs:
+                do_bench(next(iter(runs.values())), warmup=25, rep=1000)
+            ms = {n: [] for n in runs}
+            for i in range(a.rounds):
+                for name in (list(runs) if i % 2 == 0 else list(runs)[::-1]):
+                    ms[name].append(do_bench(runs[name], warmup=25, rep=a.rep))
+            for name, run in list(runs.items()):  # again after the timed calls (state a call leaves behind)
+                if not check(name, run, outs[name]):
+                    del ms[name]
+            for name, t in ms.items():
+                t = sorted(t)
+                med = (t[(len(t) - 1) // 2] + t[len(t) // 2]) / 2
+                row[name] = round(flops / med / 1e9, 1)
+                if a.rounds > 2:  # the spread: slowest and fastest round
+                    row[name + "_range"] = [round(flops / t[-1] / 1e9, 1), round(flops / t[0] / 1e9, 1)]
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     if a.json:  # first: a table that cannot be printed must not cost the figures
         with open(a.json, "w") as fo:
             json.dump(dict(gpu=torch.cuda.get_device_name(), rows=rows), fo, indent=1)

@@ -13,7 +13,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ablation import is_vt, launcher, load, variant_inputs  # noqa: E402
+from bench_ablation import case_grid, is_vt, launcher, load, variant_inputs, variant_parts  # noqa: E402
 from diag_clocks import run_case  # noqa: E402
 
 
@@ -26,18 +26,17 @@ def main():
     a = ap.parse_args()
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     for path in sorted(glob.glob(os.path.join(a.dir, "sm*_hd*_*.so"))):
-        fam, hd, name = os.path.basename(path)[:-3].split("_", 2)
-        d, f = int(hd[2:]), load(path)
-        for causal in {"both": (False, True), "no": (False,), "yes": (True,)}[a.causal]:
-            for s in (int(x) for x in a.seqlens.split(",")):
-                b, h = 16384 // s, 2048 // d
-                vt = fam.endswith("f8") and is_vt(name)
-                q, k, v = variant_inputs(fam, s, d, vt)
-                out = torch.empty(b, s, h, d, device="cuda", dtype=torch.bfloat16)
-                lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-                run = launcher(f, q, k, v, out, lse, causal, num_sms, vt=vt)
-                flops = 4 * b * h * s * s * d / (2 if causal else 1)
-                run_case(f"{fam} d{d} {name} s{s} {'causal' if causal else 'nc'}", run, flops, a.seconds)
+        fam, d, name = variant_parts(path)
+        f = load(path)
+        for causal, s in case_grid(a.causal, a.seqlens):
+            b, h = 16384 // s, 2048 // d
+            vt = fam.endswith("f8") and is_vt(name)
+            q, k, v = variant_inputs(fam, s, d, vt)
+            out = torch.empty(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+            lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+            run = launcher(f, q, k, v, out, lse, causal, num_sms, vt=vt)
+            flops = 4 * b * h * s * s * d / (2 if causal else 1)
+            run_case(f"{fam} d{d} {name} s{s} {'causal' if causal else 'nc'}", run, flops, a.seconds)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ablation import is_vt, launcher, load, variant_inputs  # noqa: E402
+from bench_ablation import case_grid, is_vt, launcher, load, variant_inputs, variant_parts  # noqa: E402
 from trace_report import summarize  # noqa: E402
 
 CAP, ROLES = 16383, 4  # trace.cuh's kTraceCap, kTraceRoles
@@ -37,51 +37,49 @@ def main():
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     raw, summary = {}, {}
     for path in sorted(glob.glob(os.path.join(a.dir, "sm90*_hd*_tr*.so"))):
-        fam, hd, name = os.path.basename(path)[:-3].split("_", 2)
-        d = int(hd[2:])
+        fam, d, name = variant_parts(path)
         lib = ctypes.CDLL(path)
         lib.fc_trace_set.argtypes = [ctypes.c_void_p]
         f = load(path)
         buf = torch.zeros(num_sms * ROLES * (CAP + 1) * 2, dtype=torch.int64, device="cuda")
-        for causal in {"both": (False, True), "no": (False,), "yes": (True,)}[a.causal]:
-            for s in (int(x) for x in a.seqlens.split(",")):
-                b, h = 16384 // s, 2048 // d
-                # tr<variant>: a traced build of <variant>; trvt*: the FP8 mode's V^T kernel
-                vt = fam.endswith("f8") and is_vt(name[2:])
-                q, k, v = variant_inputs(fam, s, d, vt)
-                out = torch.full((b, s, h, d), math.nan, device="cuda", dtype=torch.bfloat16)
-                lse = torch.full((b, h, s), math.nan, device="cuda", dtype=torch.float32)
-                run = launcher(f, q, k, v, out, lse, causal, num_sms, vt=vt)
-                assert lib.fc_trace_set(None) == 0
-                t0 = time.time()
-                while time.time() - t0 < a.warmup_s:
-                    run()
-                    torch.cuda.synchronize()
-                buf.zero_()
-                assert lib.fc_trace_set(ctypes.c_void_p(buf.data_ptr())) == 0
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record()
+        for causal, s in case_grid(a.causal, a.seqlens):
+            b, h = 16384 // s, 2048 // d
+            # tr<variant>: a traced build of <variant>; trvt*: the FP8 mode's V^T kernel
+            vt = fam.endswith("f8") and is_vt(name[2:])
+            q, k, v = variant_inputs(fam, s, d, vt)
+            out = torch.full((b, s, h, d), math.nan, device="cuda", dtype=torch.bfloat16)
+            lse = torch.full((b, h, s), math.nan, device="cuda", dtype=torch.float32)
+            run = launcher(f, q, k, v, out, lse, causal, num_sms, vt=vt)
+            assert lib.fc_trace_set(None) == 0
+            t0 = time.time()
+            while time.time() - t0 < a.warmup_s:
                 run()
-                e1.record()
                 torch.cuda.synchronize()
-                assert lib.fc_trace_set(None) == 0
-                ms = e0.elapsed_time(e1)
-                assert not out.isnan().any(), "the traced launch left NaN in the output"
-                arr = buf.view(num_sms, ROLES, CAP + 1, 2).cpu().numpy().view(np.uint64)
-                n = int(arr[:, :, 0, 0].max())
-                arr = arr[:, :, :n + 1].copy()
-                key = f"{fam}_d{d}_{name}_s{s}_{'causal' if causal else 'full'}"
-                if s <= a.raw_max_seqlen:
-                    raw[key] = arr
-                sm = summarize(arr, roles=ROLES)
-                flops = 4 * b * h * s * s * d / (2 if causal else 1)
-                sm["traced_launch_ms"] = ms
-                sm["traced_tflops"] = flops / ms / 1e9
-                sm["clock_ghz_est"] = sm["cta_duration_cycles"]["max"] / (ms * 1e6)
-                summary[key] = sm
-                print(key, json.dumps({k: sm[k] for k in ("traced_tflops", "period_cycles", "blocks_mean",
-                                                          "overhead_blocks_mean", "share_in_steady_loop",
-                                                          "tail_loss", "clock_ghz_est")}), flush=True)
+            buf.zero_()
+            assert lib.fc_trace_set(ctypes.c_void_p(buf.data_ptr())) == 0
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            run()
+            e1.record()
+            torch.cuda.synchronize()
+            assert lib.fc_trace_set(None) == 0
+            ms = e0.elapsed_time(e1)
+            assert not out.isnan().any(), "the traced launch left NaN in the output"
+            arr = buf.view(num_sms, ROLES, CAP + 1, 2).cpu().numpy().view(np.uint64)
+            n = int(arr[:, :, 0, 0].max())
+            arr = arr[:, :, :n + 1].copy()
+            key = f"{fam}_d{d}_{name}_s{s}_{'causal' if causal else 'full'}"
+            if s <= a.raw_max_seqlen:
+                raw[key] = arr
+            sm = summarize(arr, roles=ROLES)
+            flops = 4 * b * h * s * s * d / (2 if causal else 1)
+            sm["traced_launch_ms"] = ms
+            sm["traced_tflops"] = flops / ms / 1e9
+            sm["clock_ghz_est"] = sm["cta_duration_cycles"]["max"] / (ms * 1e6)
+            summary[key] = sm
+            print(key, json.dumps({k: sm[k] for k in ("traced_tflops", "period_cycles", "blocks_mean",
+                                                      "overhead_blocks_mean", "share_in_steady_loop",
+                                                      "tail_loss", "clock_ghz_est")}), flush=True)
     if raw:  # (a device call brings back at most 8 files: none for an empty archive)
         np.savez_compressed(a.out + ".npz", **raw)
     with open(a.out + ".json", "w") as fh:

@@ -54,12 +54,11 @@ def main():
     if a.small:  # 3 query blocks x 6 heads, and causal tiles without keys (300 queries, 100 keys)
         shapes = [(2, 300, 300, 3), (2, 300, 100, 3)]
     for path in sorted(glob.glob(os.path.join(a.dir, "sm90*_hd*_*.so"))):
-        fam, hd, name = os.path.basename(path)[:-3].split("_", 2)
+        fam, d, name = bench_ablation.variant_parts(path)
         if name.startswith("sol"):  # speed-of-light builds give wrong results on purpose
             continue
         if a.only and not any(x in name for x in a.only.split(",")):
             continue
-        d = int(hd[2:])
         fp8 = fam.endswith("f8")
         f = bench_ablation.load(path)
         for (b, sq, sk, h), causal in ((shape, c) for shape in shapes for c in (False, True)):
@@ -92,7 +91,7 @@ def main():
                 failed.append(path)
                 break  # its other cases are not checked; the other variants are
             if a.bitwise:
-                results.setdefault((fam, hd, f"{b}x{sq}x{sk}x{h} causal={causal}"), []).append((name, out, lse))
+                results.setdefault((fam, f"hd{d}", f"{b}x{sq}x{sk}x{h} causal={causal}"), []).append((name, out, lse))
     for (fam, hd, case), runs in sorted(results.items()):
         print_bitwise_groups(fam, hd, case, runs)
     if a.failed_out:

@@ -384,9 +384,7 @@ def test_emulation_error_vs_float64_on_dequantized_inputs():
 
 def test_emulation_varlen_equals_dense_per_sequence():
     lens_q, lens_k = [3, 0, 40], [5, 7, 33]
-    cq = torch.tensor([0, 3, 3, 43], dtype=torch.int32)
-    ck = torch.tensor([0, 5, 12, 45], dtype=torch.int32)
-    assert cq.diff().tolist() == lens_q and ck.diff().tolist() == lens_k
+    cq, ck = (torch.tensor([0] + lens, dtype=torch.int32).cumsum(0, dtype=torch.int32) for lens in (lens_q, lens_k))
     q8, qd = F.quantize(rnd(43, 4, 64, seed=1), 2, layout="thd", cu_seqlens=cq)
     k8, kd = F.quantize(rnd(45, 2, 64, seed=2), layout="thd", cu_seqlens=ck)
     v8, vd = F.quantize(rnd(45, 2, 64, seed=3), layout="thd", cu_seqlens=ck)
