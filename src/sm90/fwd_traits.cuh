@@ -53,6 +53,9 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_DEFER_EPILOGUE
 #define FLASHCUTE_SM90_DEFER_EPILOGUE 0  // A/B switch: a tile's epilogue after the next tile's first S GEMM (FwdTraits::kDeferEpilogue)
 #endif
+#ifndef FLASHCUTE_SM90_Q_REGS
+#define FLASHCUTE_SM90_Q_REGS 0  // A/B switch: FP8's GEMM-I reads Q from registers (RS), loaded once a tile (FwdTraits::kQRegs)
+#endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
 #endif
@@ -155,9 +158,14 @@ struct FwdTraits {
   // (16-bit) or K-major (FP8, the transposed copy).
   static constexpr GMMA::Major kVtMajor = kFp8 ? GMMA::Major::K : GMMA::Major::MN;
   using AtomLayout = Layout<Shape<Int<kNumMmaWG>, _1, _1>>;
-  using TiledMmaQK = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
-      AtomLayout{}));
+  // Q from registers (kQRegs, FP8 only: 64 x d bytes a warpgroup, 16 registers a thread at d=128):
+  // each warpgroup loads its rows once a tile instead of the S WGMMAs reading them from shared
+  // memory every key block (a sixth of GEMM-I+II's smem operand bytes at N=192).
+  static constexpr bool kQRegs = bool(FLASHCUTE_SM90_Q_REGS) && kFp8;
+  using AtomQK = std::conditional_t<
+      kQRegs, decltype(GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>()),
+      decltype(GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>())>;
+  using TiledMmaQK = decltype(make_tiled_mma(AtomQK{}, AtomLayout{}));
   using TiledMmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDimV>, Int<kBlockN>>,
                            GMMA::Major::K, kVtMajor>(),
