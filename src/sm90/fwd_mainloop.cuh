@@ -471,9 +471,9 @@ struct Mainloop {
         else return 0;  // unused
       }();
       static_assert(!(Traits::kQRegs && FLASHCUTE_SM90_INTERLEAVE_SPV), "the paired issue fences only P");
-      auto q_desc = [&](int k_index) -> decltype(auto) {
+      auto q_desc = [&](int k_index) {
         if constexpr (Traits::kQRegs) {
-          return (tSrQr);
+          return make_tensor(tSrQr.data(), tSrQr.layout());  // a view of the registers
         } else if constexpr (Traits::kRederiveQDesc) {
           Tensor sQi = make_tensor(make_smem_ptr(ss.q.data() + q_offset() + min(k_index, 0)), typename Traits::SmemLayoutQ{});
           return wg_qk.partition_fragment_A(sQi);
