@@ -71,12 +71,14 @@ def report(path, cudnn_from=None):
     print(f"{'hdim':>4} {'causal':>6} {'seqlen':>6} | {'cuDNN':>6} {'anchor':>6} {'ratio':>5} | "
           f"{'ours':>6} {'FA3':>6} {'ours/FA3':>8} | {'ours/cuDNN':>10} {'FA3/cuDNN(anchor)':>17}")
     cal, absr, calr = [], [], []
+    cal_by_s = {}
     for (h, c, s), v in sorted(cases.items()):
         ac, af = anchor(ANCHOR_CUDNN, h, c, s), anchor(fa3, h, c, s)
         cu, ours = v.get("cudnn"), v.get("ours")
         if cu is None or ac is None:
             continue
         cal.append(cu / ac)
+        cal_by_s.setdefault(s, []).append(cu / ac)
         line = f"{h:>4} {str(c):>6} {s:>6} | {cu:6.1f} {ac:6d} {cu / ac:5.3f} |"
         if ours is not None and af is not None:
             absr.append(ours / af)
@@ -84,7 +86,8 @@ def report(path, cudnn_from=None):
             line += f" {ours:6.1f} {af:6d} {ours / af:8.3f} | {ours / cu:10.3f} {af / ac:17.3f}"
         print(line)
     print(f"geomean cuDNN(ours) / cuDNN(anchor) = {geomean(cal):.3f}"
-          f" (min {min(cal):.3f}, max {max(cal):.3f}, {len(cal)} cases)")
+          f" (min {min(cal):.3f}, max {max(cal):.3f}, {len(cal)} cases); by seqlen: "
+          + ", ".join(f"{s}: {geomean(v):.3f}" for s, v in sorted(cal_by_s.items())))
     if absr:
         print(f"geomean ours / FA3 = {geomean(absr):.3f}; calibrated by cuDNN = {geomean(calr):.3f}")
 
