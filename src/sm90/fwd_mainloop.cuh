@@ -465,16 +465,8 @@ struct Mainloop {
       // in registers through the key loop, and at e4m3 d=256 with 128-key tiles one spilled.
       // min(k_index, 0) is 0, but ptxas cannot prove it, so the descriptors follow the K
       // stage's (uniform) arithmetic instead of being hoisted.
-      // kQRegs: the warpgroup's rows of Q in registers (RS GEMM-I), loaded once Q has landed.
-      auto tSrQr = [&]() {
-        if constexpr (Traits::kQRegs) return thr_qk.partition_fragment_A(sQ);
-        else return 0;  // unused
-      }();
-      static_assert(!(Traits::kQRegs && FLASHCUTE_SM90_INTERLEAVE_SPV), "the paired issue fences only P");
       auto q_desc = [&](int k_index) {
-        if constexpr (Traits::kQRegs) {
-          return make_tensor(tSrQr.data(), tSrQr.layout());  // a view of the registers
-        } else if constexpr (Traits::kRederiveQDesc) {
+        if constexpr (Traits::kRederiveQDesc) {
           Tensor sQi = make_tensor(make_smem_ptr(ss.q.data() + q_offset() + min(k_index, 0)), typename Traits::SmemLayoutQ{});
           return wg_qk.partition_fragment_A(sQi);
         } else {
@@ -563,13 +555,6 @@ struct Mainloop {
 
       cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar.q_full[q_part()], q_full_phase());
       q_phase ^= 1;
-      if constexpr (Traits::kQRegs) {
-        auto copy_q = make_tiled_copy_A(Copy_Atom<SM75_U32x4_LDSM_N, Element>{}, mma_qk);
-        auto thr_copy_q = copy_q.get_thread_slice(tid);
-        Tensor tQsQ = thr_copy_q.partition_S(sQ);
-        Tensor tQrQ = thr_copy_q.retile_D(tSrQr);
-        cute::copy(copy_q, tQsQ, tQrQ);
-      }
       trace(kTrQ);
 
       // The key blocks at the top of the tile's range that no row of this warpgroup can see
@@ -599,7 +584,7 @@ struct Mainloop {
         // Prologue: S(n_max-1) alone.
         pipe_k.consumer_wait(state_k);
         sched_wait();
-        wgmma_issue<Traits::kQRegs>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
+        wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
         sched_signal();
         trace(kTrS0);
         after_first_s();  // runs while S(n_max-1) is on the tensor cores
@@ -637,7 +622,7 @@ struct Mainloop {
             pipe_k.consumer_wait(state_k);
             sched_wait();
             trace(kTrIter, n);
-            wgmma_issue<Traits::kQRegs>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
+            wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
             warpgroup_wait<1>();  // the older P V done; S(n) runs on
             retire_pv();
             issue_pv(pc);
@@ -685,7 +670,7 @@ struct Mainloop {
               sched_signal();
               warpgroup_wait<0>();  // S(n) and P V both done
             } else {
-              wgmma_issue<Traits::kQRegs>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
+              wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
               FC_TRACE_LOOP(trace(kTrQKIssued));
               if constexpr (!FLASHCUTE_SM90_V_BEFORE_TURN) pipe_v.consumer_wait(state_v);
               FC_TRACE_LOOP(trace(kTrVReady));
@@ -736,7 +721,7 @@ struct Mainloop {
         for (int n = n_top - 1; n >= r.n_min; --n) {
           pipe_k.consumer_wait(state_k);
           sched_wait();
-          wgmma_issue<Traits::kQRegs>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
+          wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
           warpgroup_wait<0>();
           warpgroup_fence_operand(tSrS);
           pipe_k.consumer_release(state_k);

@@ -39,7 +39,7 @@ using namespace cute;
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_WARPS 0  // A/B switch (FwdTraits::kTransposeWarps); 0: the tile's
 #endif
 #ifndef FLASHCUTE_SM90_TWO_P
-#define FLASHCUTE_SM90_TWO_P 0  // A/B builds: 1 two P buffers, -1 one, whatever the tile says (FwdTraits::kTwoP)
+#define FLASHCUTE_SM90_TWO_P 0  // A/B builds: two P buffers whatever the tile says (FwdTraits::kTwoP)
 #endif
 #ifndef FLASHCUTE_SM90_SPLIT_Q
 #define FLASHCUTE_SM90_SPLIT_Q 0  // A/B switch: Q in one part per consumer warpgroup (FwdTraits::kSplitQ);
@@ -52,9 +52,6 @@ using namespace cute;
 #endif
 #ifndef FLASHCUTE_SM90_DEFER_EPILOGUE
 #define FLASHCUTE_SM90_DEFER_EPILOGUE 0  // A/B switch: a tile's epilogue after the next tile's first S GEMM (FwdTraits::kDeferEpilogue)
-#endif
-#ifndef FLASHCUTE_SM90_Q_REGS
-#define FLASHCUTE_SM90_Q_REGS 0  // A/B switch: FP8's GEMM-I reads Q from registers (RS), loaded once a tile (FwdTraits::kQRegs)
 #endif
 #ifndef FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH
 #define FLASHCUTE_SM90_FP8_TRANSPOSE_BATCH 0  // A/B switch (FwdTraits::kTransposeBatch); 0: the tile's
@@ -88,7 +85,7 @@ struct FwdTraits {
   // 85's trace: P V done ~2,700 cycles after the turn's start, S done at ~1,250). Costs the
   // registers of a second P (32 at bf16 d=128). It pays only once V arrives in time (V^T loaded
   // as 2 boxes, not 32): run 87, bf16 d=128, alone -7..-14 %, with the V^T layout +3..+11 %.
-  static constexpr bool kTwoP = FLASHCUTE_SM90_TWO_P < 0 ? false : (kTwoP_ || FLASHCUTE_SM90_TWO_P > 0);
+  static constexpr bool kTwoP = kTwoP_ || bool(FLASHCUTE_SM90_TWO_P);
   // Consumer warpgroups, 64 query rows each (one wgmma M). 3 (kBlockM = 192, FA3's choice at
   // d=64) lets two warpgroups' GEMMs cover one's softmax where the softmax costs as much as
   // the GEMMs (16-bit d=64; e4m3 d=64 too, run 60).
@@ -158,15 +155,9 @@ struct FwdTraits {
   // (16-bit) or K-major (FP8, the transposed copy).
   static constexpr GMMA::Major kVtMajor = kFp8 ? GMMA::Major::K : GMMA::Major::MN;
   using AtomLayout = Layout<Shape<Int<kNumMmaWG>, _1, _1>>;
-  // Q from registers (kQRegs, FP8 only: 64 x d bytes a warpgroup, 16 registers a thread at d=128):
-  // each warpgroup loads its rows once a tile instead of the S WGMMAs reading them from shared
-  // memory every key block (a sixth of GEMM-I+II's smem operand bytes at N=192).
-  // (=2: the 16-bit kernels too, 32 registers at d=128, for measurement.)
-  static constexpr bool kQRegs = FLASHCUTE_SM90_Q_REGS >= 2 || (FLASHCUTE_SM90_Q_REGS == 1 && kFp8);
-  using AtomQK = std::conditional_t<
-      kQRegs, decltype(GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>()),
-      decltype(GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>())>;
-  using TiledMmaQK = decltype(make_tiled_mma(AtomQK{}, AtomLayout{}));
+  using TiledMmaQK = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
+      AtomLayout{}));
   using TiledMmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDimV>, Int<kBlockN>>,
                            GMMA::Major::K, kVtMajor>(),
