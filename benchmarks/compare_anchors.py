@@ -14,6 +14,9 @@ anchor run).
 An --fp8 JSON is calibrated with the cuDNN figures of the bf16 JSON in the same position: the
 fp8 run's own cuDNN runs on e4m3-valued inputs, which draw less power than the anchor run's
 randn bf16 ones (RESULTS run 131: 4-8 % faster), so it is not the anchor's condition.
+For an --fp8 JSON it also prints e4m3 against flashcute's bf16 kernel, on the same (e4m3) values
+and on the bf16 source tensors where the JSON has them (`--impls ...,flashcute_bf16src`), next to
+FA3's own FP8 / bf16 ratio in the anchor run (whose bf16 figures come from randn bf16 inputs).
 """
 import argparse
 import json
@@ -52,7 +55,8 @@ def load(path):
         if r.get("tflops") is None:
             continue
         impl = r["impl"]
-        kind = "cudnn" if impl == "cudnn" else ("bf16" if "bf16" in impl else "ours")
+        kind = {"flashcute_bf16": "bf16", "flashcute_bf16src": "bf16src"}.get(
+            impl, "cudnn" if impl == "cudnn" else "ours")
         by_case.setdefault((r["hdim"], r["causal"], r["seqlen"]), {})[kind] = r["tflops"]
     return d.get("timer", "?"), d["config"].get("dtype", "bf16"), by_case
 
@@ -90,6 +94,21 @@ def report(path, cudnn_from=None):
           + ", ".join(f"{s}: {geomean(v):.3f}" for s, v in sorted(cal_by_s.items())))
     if absr:
         print(f"geomean ours / FA3 = {geomean(absr):.3f}; calibrated by cuDNN = {geomean(calr):.3f}")
+    if dtype == "fp8":
+        fp8_over_bf16(cases)
+
+
+def fp8_over_bf16(cases):
+    """e4m3 / flashcute bf16 (same values; bf16 source tensors) against FA3's FP8 / bf16 (anchor)."""
+    print(f"{'hdim':>4} {'causal':>6} {'seqlen':>6} | {'e4m3/bf16(same values)':>22} "
+          f"{'e4m3/bf16(source)':>17} | {'FA3 fp8/bf16 (anchor)':>21}")
+    for (h, c, s), v in sorted(cases.items()):
+        ours, af8, af16 = v.get("ours"), anchor(ANCHOR_FA3_FP8, h, c, s), anchor(ANCHOR_FA3, h, c, s)
+        if ours is None:
+            continue
+        same, src = (f"{ours / v[k]:.3f}" if v.get(k) else "n/a" for k in ("bf16", "bf16src"))
+        fa3 = f"{af8 / af16:.3f}" if af8 and af16 else "n/a"
+        print(f"{h:>4} {str(c):>6} {s:>6} | {same:>22} {src:>17} | {fa3:>21}")
 
 
 def main():

@@ -11,7 +11,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | te
 python3 -m pip install -q --no-deps --no-index --force-reinstall "${WHEEL_DIR:-.carry}"/flashcute-*.whl || exit 2
 B=(python3 benchmarks/bench_attention.py --backend sm90 --seqlens 1024,4096,16384 --causal both)
 BF=(--impls flashcute,cudnn --hdims 64,128,256)
-F8=(--dtype fp8 --impls flashcute,flashcute_bf16,cudnn --hdims 128,256)
+F8=(--dtype fp8 --impls flashcute,flashcute_bf16,flashcute_bf16src,cudnn --hdims 128,256)
 FA3P=(--cooldown 1 --warmup 5 --rep 10)
 "${B[@]}" "${BF[@]}" --rounds 3 --json "$OUT/steady-bf16.json" > "$OUT/log.txt" 2>&1
 "${B[@]}" "${F8[@]}" --rounds 3 --json "$OUT/steady-fp8.json" >> "$OUT/log.txt" 2>&1
