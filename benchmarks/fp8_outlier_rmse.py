@@ -211,6 +211,8 @@ def main(argv=None):
             "q, k (plain)": attention_ref(*(dequantized(*F.quantize(x)) for x in (q, k)), v)[0],
             "v": attention_ref(q, k, dequantized(v8h, vdh))[0],
             "P (p_offset=8)": attention_p_rounded(q, k, v),
+            # FP8 in P V only (scores from the bf16 q, k, exact): what a bf16 S / e4m3 P V kernel would keep
+            "P and v": attention_p_rounded(q, k, dequantized(v8h, vdh)),
         }
         for name, out in parts.items():
             e = rmse(out, ref)
