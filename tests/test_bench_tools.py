@@ -28,6 +28,13 @@ def bench(monkeypatch):
     return mod
 
 
+def _impls(mod, args, flash_attn_func):
+    """bench_attention's Impls with a stand-in for flashcute.flash_attn_func (no kernel)."""
+    impls = mod.Impls(torch, args)
+    impls.flashcute = types.SimpleNamespace(flash_attn_func=flash_attn_func)
+    return impls
+
+
 def _fp8_case(mod, impls):
     args = mod.parse_args(["--dtype", "fp8", "--impls", impls, "--hdims", "64", "--seqlens", "1024",
                            "--causal", "no"])
@@ -37,10 +44,8 @@ def _fp8_case(mod, impls):
 
 def test_fp8_columns_time_the_tensors_they_name(bench):
     args, case = _fp8_case(bench, "flashcute,flashcute_bf16,flashcute_bf16src,cudnn")
-    impls = bench.Impls(torch, args)
     seen = {}
-    impls.flashcute = types.SimpleNamespace(
-        flash_attn_func=lambda q, k, v, **kw: seen.setdefault("qkv", (q, k, v)))
+    impls = _impls(bench, args, lambda q, k, v, **kw: seen.setdefault("qkv", (q, k, v)))
     inputs = impls.make_inputs(case)
     src, e4m3, same = inputs["bshd_src"], inputs["bshd"], inputs["bshd16"]
     for s, f, b in zip(src, e4m3, same):
@@ -57,8 +62,7 @@ def test_fp8_columns_time_the_tensors_they_name(bench):
 
 def test_bf16_columns_need_fp8(bench, capsys):
     args = bench.parse_args(["--impls", "flashcute,flashcute_bf16src", "--hdims", "64", "--seqlens", "1024"])
-    impls = bench.Impls(torch, args)
-    impls.flashcute = types.SimpleNamespace(flash_attn_func=lambda *a, **k: None)
+    impls = _impls(bench, args, lambda *a, **k: None)
     case = dict(bench.make_cases(args)[0], batch=1, seqlen=8, heads=2)
     with pytest.raises(bench.Unavailable):
         impls.runner("flashcute_bf16src", case, impls.make_inputs(case))
