@@ -249,17 +249,23 @@ def test_fp8_kernel_block_descales_softcap_and_refusals():
 @pytest.mark.parametrize("d", [128, 256])
 @pytest.mark.parametrize("s", [1, 300, 4099])
 @pytest.mark.parametrize("rotate", [False, True])
-def test_block_quantize_cuda_equals_torch(d, s, rotate):
+@pytest.mark.parametrize("mma", ["0", "1"])
+@pytest.mark.parametrize("dtype", [BF, torch.float16])
+def test_block_quantize_cuda_equals_torch(d, s, rotate, mma, dtype, monkeypatch):
     """The CUDA quantizer's block-wise scales (one launch: q per row, k and v per key block, v as
     V^T) against the torch path: without the rotation bitwise (bytes and descales), with it
-    descales within 1e-6 and bytes a rare e4m3 step apart (fp32 sums in another order).
+    descales within 1e-6 and bytes a rare e4m3 step apart (fp32 sums in another order). The
+    rotation both ways: butterflies, and on the tensor cores (FLASHCUTE_FP8_QUANTIZE_MMA=1).
     Outputs poisoned first (e4m3 NaN 0x7f, NaN descales)."""
     from flashcute import ops
     require_fp8(d)
     if not flashcute.build_info()["fp8_quantize"]:
         pytest.skip("no CUDA quantizer in this build")
+    if mma == "1" and not rotate:
+        pytest.skip("the switch changes only the rotation")
+    monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_MMA", mma)
     torch.manual_seed(s + d)
-    q, k, v = (_randn(2, s, h, d, dtype=BF) * (1 + i) for i, h in enumerate((6, 3, 3)))
+    q, k, v = (_randn(2, s, h, d, dtype=dtype) * (1 + i) for i, h in enumerate((6, 3, 3)))
     q.view(-1)[::613] *= 30
     block = ops.vt_key_block(d, s)
     jobs = [(q, rotate, 1), (k, rotate, block), (v, False, block)]

@@ -219,16 +219,22 @@ __device__ __forceinline__ void unpack2(Fp16, uint32_t w, float& lo, float& hi) 
 // One unit (4 groups of 8) -> fp32. With the rotation, the signs s are applied first by an XOR
 // on the packed pairs: masks (this thread's 16 words, one 16-byte shared load per group, read
 // per unit rather than held in 16 registers) has bit 15 / 31 set where a coordinate flips.
-template <class In, bool kRotate>
-__device__ __forceinline__ void unpack_unit(const uint4 (&raw)[kGroups], const uint32_t* masks,
-                                            float (&v)[kUnitElems]) {
+__device__ __forceinline__ void apply_signs(uint4 (&raw)[kGroups], const uint32_t* masks) {
 #pragma unroll
   for (int k = 0; k < kGroups; ++k) {
-    uint4 g = raw[k];
-    if constexpr (kRotate) {
-      const uint4 m = reinterpret_cast<const uint4*>(masks)[k];
-      g.x ^= m.x, g.y ^= m.y, g.z ^= m.z, g.w ^= m.w;
-    }
+    const uint4 m = reinterpret_cast<const uint4*>(masks)[k];
+    raw[k].x ^= m.x, raw[k].y ^= m.y, raw[k].z ^= m.z, raw[k].w ^= m.w;
+  }
+}
+
+template <class In, bool kRotate>
+__device__ __forceinline__ void unpack_unit(const uint4 (&raw_in)[kGroups], const uint32_t* masks,
+                                            float (&v)[kUnitElems]) {
+  uint4 raw[kGroups] = {raw_in[0], raw_in[1], raw_in[2], raw_in[3]};
+  if constexpr (kRotate) apply_signs(raw, masks);
+#pragma unroll
+  for (int k = 0; k < kGroups; ++k) {
+    const uint4 g = raw[k];
     const uint32_t w[4] = {g.x, g.y, g.z, g.w};
 #pragma unroll
     for (int p = 0; p < 4; ++p) unpack2(In{}, w[p], v[k * kGroupElems + 2 * p], v[k * kGroupElems + 2 * p + 1]);
@@ -239,10 +245,11 @@ __device__ __forceinline__ void unpack_unit(const uint4 (&raw)[kGroups], const u
 // Register i of lane l holds coordinate ((i / 8) * NU + l) * 8 + i % 8: register index bits
 // 0-2 and 3-4 and the lane bits are all coordinate bits, and the transform is one butterfly
 // (a, b) -> (a + b, a - b) per coordinate bit, in any order.
-template <int NU>
-__device__ __forceinline__ void hadamard_row(float (&v)[kUnitElems]) {
+// The butterflies of register index bits log2(kFirst) .. 4 (the others are done elsewhere).
+template <int kFirst>
+__device__ __forceinline__ void register_butterflies(float (&v)[kUnitElems]) {
 #pragma unroll
-  for (int h = 1; h < kUnitElems; h <<= 1) {
+  for (int h = kFirst; h < kUnitElems; h <<= 1) {
 #pragma unroll
     for (int i = 0; i < kUnitElems; ++i) {
       if (!(i & h)) {
@@ -252,6 +259,11 @@ __device__ __forceinline__ void hadamard_row(float (&v)[kUnitElems]) {
       }
     }
   }
+}
+
+template <int NU>
+__device__ __forceinline__ void hadamard_row(float (&v)[kUnitElems]) {
+  register_butterflies<1>(v);
   const int lane = threadIdx.x % NU;
 #pragma unroll
   for (int m = 1; m < NU; m <<= 1) {
@@ -260,6 +272,82 @@ __device__ __forceinline__ void hadamard_row(float (&v)[kUnitElems]) {
     const float sign = (lane & m) ? -1.f : 1.f;
 #pragma unroll
     for (int i = 0; i < kUnitElems; ++i) v[i] = fmaf(v[i], sign, __shfl_xor_sync(0xffffffffu, v[i], m));
+  }
+}
+
+// ---- the rotation on the tensor cores (block kernel, head dims 128 and 256) --------------------
+// Sylvester's H is a Kronecker product over the coordinate bits (H[i][j] = (-1)^popcount(i & j)),
+// so the transform may contract any 4 of them with one 16 x 16 matrix product and the rest with
+// butterflies. The units stay where hadamard_row has them (one per thread, a row's NU units on
+// adjacent lanes): register i of lane l holds coordinate ((i / 8) NU + l) 8 + e, e = i % 8. In a
+// warp's mma.m16n8k16 (thread t = 4 g + q) the contracted k16 is (e0, q0, q1, e1) -- A's register
+// pair is e0, q the lane in its group of 4 (lane bits 0-1 = coordinate bits 3-4), the second
+// register pair e1 -- and n the same four bits (C's pair e0, its n-tile e1). A's 16 rows are the
+// warp's 8 units (g) times e2: each thread's unit is its own row pair, no data moves between
+// lanes. One product per group i / 8 (4, of 2 n-tiles: 8 per warp and 32 units). The 16-bit
+// values and the +-1 entries are exact, accumulated in fp32; then the butterflies of e2 and i / 8
+// (register index bits 2-4) and, at D = 256, lane bit 2 through one shuffle: in place of 5
+// register and 2-3 shuffled stages (the shuffles were a quarter of the quantizer's instructions).
+template <class In>
+__device__ __forceinline__ uint32_t pm1_pair(bool neg_lo, bool neg_hi) {
+  constexpr uint32_t kOne = std::is_same<In, Bf16>::value ? 0x3F80u : 0x3C00u;  // 1.0 in bf16 / fp16
+  return (kOne | (neg_lo ? 0x8000u : 0u)) | (kOne | (neg_hi ? 0x8000u : 0u)) << 16;
+}
+
+// This lane's B fragments of H16 (.col: registers {k = 2q, 2q + 1} and {2q + 8, 2q + 9}, column
+// n = 8 nt + g): b[nt][r].
+template <class In>
+__device__ __forceinline__ void hadamard16_fragments(uint32_t (&b)[2][2]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int k0 = 2 * q + 8 * r, n = 8 * nt + g;
+      b[nt][r] = pm1_pair<In>(__popc(k0 & n) & 1, __popc((k0 + 1) & n) & 1);
+    }
+  }
+}
+
+template <class In>
+__device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          const uint32_t (&b)[2]) {
+  if constexpr (std::is_same<In, Bf16>::value) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %10, %10, %10};"
+        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b[0]), "r"(b[1]), "f"(0.f));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %10, %10, %10};"
+        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b[0]), "r"(b[1]), "f"(0.f));
+  }
+}
+
+// A unit's signed 16-bit values (raw, apply_signs done) -> y = its row's transform (unnormalised),
+// as hadamard_row<NU> computes it up to the order of the fp32 sums. Uniform over the warp.
+template <int NU, class In>
+__device__ __forceinline__ void hadamard_row_mma(const uint4 (&raw)[kGroups], const uint32_t (&hb)[2][2],
+                                                 float (&v)[kUnitElems]) {
+  static_assert(NU == 4 || NU == 8, "head dims 128 and 256");
+#pragma unroll
+  for (int k = 0; k < kGroups; ++k) {
+    // A = {e 0-1, e 4-5 (row g + 8: e2 = 1), e 2-3 (e1 = 1), e 6-7}
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      float c[4];
+      mma_16816<In>(c, raw[k].x, raw[k].z, raw[k].y, raw[k].w, hb[nt]);
+      const int i = k * kGroupElems + 2 * nt;  // C: (e2 = 0, e1 = nt, e0), then e2 = 1
+      v[i] = c[0], v[i + 1] = c[1];
+      v[i + 4] = c[2], v[i + 5] = c[3];
+    }
+  }
+  register_butterflies<4>(v);
+  if constexpr (NU == 8) {  // lane bit 2, as hadamard_row's shuffled stages
+    const float sign = (threadIdx.x & 4) ? -1.f : 1.f;
+#pragma unroll
+    for (int i = 0; i < kUnitElems; ++i) v[i] = fmaf(v[i], sign, __shfl_xor_sync(0xffffffffu, v[i], 4));
   }
 }
 
@@ -826,15 +914,33 @@ __device__ __forceinline__ void staged_unit(const uint4* stage, int stride, int 
   for (int k = 0; k < kGroups; ++k) raw[k] = u < units ? stage[k * stride + u] : make_uint4(0, 0, 0, 0);
 }
 
+// Whether the block kernel's rotated casts of head dim D use hadamard_row_mma (kMma: the launch's
+// choice, FLASHCUTE_FP8_QUANTIZE_MMA) rather than hadamard_row.
+template <int D, bool kRotate, bool kMma>
+constexpr bool kMmaRotation = kMma && kRotate && (D == 128 || D == 256);
+
 // Unit u's values from the stage (zeros past the item's units), with the rotation's signs and
-// transform when kRotate (uniform: the transform's shuffles need every lane).
-template <int D, bool kRotate, class In>
+// transform when kRotate (uniform: the transform's shuffles and products need every lane); hb:
+// hadamard16_fragments where kMmaRotation.
+template <int D, bool kRotate, bool kMma, class In>
 __device__ __forceinline__ void staged_values(const uint4* stage, const StagedItem& si, int u, const uint32_t* masks,
-                                              float (&v)[kUnitElems]) {
+                                              const uint32_t (&hb)[2][2], float (&v)[kUnitElems]) {
   uint4 raw[kGroups];
   staged_unit(stage, si.stride, u, si.units, raw);
-  unpack_unit<In, kRotate>(raw, masks, v);
-  if constexpr (kRotate) hadamard_row<D / kUnitElems>(v);
+  if constexpr (kMmaRotation<D, kRotate, kMma>) {
+    apply_signs(raw, masks);
+    hadamard_row_mma<D / kUnitElems, In>(raw, hb, v);
+  } else {
+    unpack_unit<In, kRotate>(raw, masks, v);
+    if constexpr (kRotate) hadamard_row<D / kUnitElems>(v);
+  }
+}
+
+// The B fragments for staged_values (only where kMmaRotation: otherwise unused, no instructions).
+template <int D, bool kRotate, bool kMma, class In>
+__device__ __forceinline__ void staged_fragments(uint32_t (&hb)[2][2]) {
+  if constexpr (kMmaRotation<D, kRotate, kMma>) hadamard16_fragments<In>(hb);
+  else hb[0][0] = hb[0][1] = hb[1][0] = hb[1][1] = 0;
 }
 
 // x8's offset of unit u of a staged item (group == 1: unit / NU is the row, unit % NU the lane).
@@ -847,16 +953,18 @@ __device__ __forceinline__ int64_t staged_x8_offset(const Tensor& t, const Item&
 
 // Per-row scales: each row's amax over its lanes (with the rotation the slot path's bound for one
 // row, sqrt(D * sum x^2) = sqrt(sum y^2), y unnormalised), descale[b, h, row], the cast.
-template <int D, bool kRotate, class In, class G>
+template <int D, bool kRotate, bool kMma, class In, class G>
 __device__ void cast_rows_staged(const Tensor& t, const Item& it, Shared<G>& sm, const uint4* stage) {
   constexpr int NU = D / kUnitElems;
   const StagedItem si = StagedItem::of<D>(t, it);
   const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
+  uint32_t hb[2][2];
+  staged_fragments<D, kRotate, kMma, In>(hb);
   float* descale = t.descale + (it.b * t.ds_b + it.hk * t.ds_h + si.row0);
   for (int s = 0; s < si.steps; ++s) {
     const int u = s * kThreads + int(threadIdx.x);
     float v[kUnitElems];
-    staged_values<D, kRotate, In>(stage, si, u, masks, v);
+    staged_values<D, kRotate, kMma, In>(stage, si, u, masks, hb, v);
     float m;  // on every lane of the row (the shuffles are uniform; inactive units hold zeros)
     if constexpr (kRotate) {
       m = __fsqrt_rn(row_sum_squares<NU>(v));
@@ -906,7 +1014,7 @@ __device__ void cast_block_vt(const Tensor& t, const Item& it, const StagedItem&
 
 // One block (it.chunk): amax from the stage (with the rotation the bound from the unrotated rows,
 // as amax_item), the CTA's maximum, descale[b, h, chunk], then the cast (rotated when kRotate).
-template <int D, bool kRotate, class In, class G>
+template <int D, bool kRotate, bool kMma, class In, class G>
 __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm, uint4* stage) {
   constexpr int NU = D / kUnitElems;
   const StagedItem si = StagedItem::of<D>(t, it);
@@ -933,22 +1041,24 @@ __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm
     }
   }
   const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
+  uint32_t hb[2][2];
+  staged_fragments<D, kRotate, kMma, In>(hb);
   for (int s = 0; s < si.steps; ++s) {
     const int u = s * kThreads + int(threadIdx.x);
     float v[kUnitElems];
-    staged_values<D, kRotate, In>(stage, si, u, masks, v);
+    staged_values<D, kRotate, kMma, In>(stage, si, u, masks, hb, v);
     if (u >= si.units) continue;
     cast_store_unit<D>(v, scale, t.x8 + staged_x8_offset<D>(t, it, si, u));
   }
 }
 
-template <int D, class In, class G>
+template <int D, bool kMma, class In, class G>
 __device__ __forceinline__ void run_block_item_d(const Tensor& t, const Item& it, Shared<G>& sm, uint4* stage) {
   constexpr bool kCanRotate = (D & (D - 1)) == 0;
   const auto go = [&](auto rotate) {
     constexpr bool kRotate = decltype(rotate)::value;
-    if (t.block_rows == 1) cast_rows_staged<D, kRotate, In>(t, it, sm, stage);
-    else cast_block_staged<D, kRotate, In>(t, it, sm, stage);
+    if (t.block_rows == 1) cast_rows_staged<D, kRotate, kMma, In>(t, it, sm, stage);
+    else cast_block_staged<D, kRotate, kMma, In>(t, it, sm, stage);
   };
   if (kCanRotate && t.rotate) {
     if constexpr (kCanRotate) go(std::true_type{});
@@ -957,8 +1067,9 @@ __device__ __forceinline__ void run_block_item_d(const Tensor& t, const Item& it
   }
 }
 
-// Dynamic shared memory: two stages of stage_units units (launch_blocks).
-template <class In>
+// Dynamic shared memory: two stages of stage_units units (launch_blocks). kMma: the rotation of
+// head dims 128 and 256 on the tensor cores (rotate_pair_mma).
+template <class In, bool kMma>
 __global__ void __launch_bounds__(kThreads, 2) block_quantize_kernel(const __grid_constant__ Args a, int stage_units) {
   using G = BlockGeometry;
   __shared__ __align__(16) Shared<G> sm;
@@ -978,7 +1089,7 @@ __global__ void __launch_bounds__(kThreads, 2) block_quantize_kernel(const __gri
     const Item it = decode_item<G>(a, j);
     const Tensor& t = a.t[it.tensor];
     with_head_dim(t.head_dim, [&](auto d) {
-      run_block_item_d<decltype(d)::value, In>(t, it, sm, stages + buf * per_stage);
+      run_block_item_d<decltype(d)::value, kMma, In>(t, it, sm, stages + buf * per_stage);
     });
     __syncthreads();  // the stage (and the tile over it) is free for the item after next
   }
@@ -1036,6 +1147,15 @@ bool lag_override(long* lag) {
   if (end == s || *end) return false;  // not a number: ignored
   *lag = v;
   return true;
+}
+
+// FLASHCUTE_FP8_QUANTIZE_MMA (environment, read per call): "1" rotates the block kernel's q and
+// k (head dims 128 / 256) on the tensor cores (rotate_pair_mma), "0" with hadamard_row; unset or
+// anything else: the default, hadamard_row, until the tensor-core path has been measured.
+bool mma_rotation() {
+  const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_MMA");
+  if (s && s[0] == '1' && !s[1]) return true;
+  return false;
 }
 
 // Item geometry (kItemUnits units per item) and positions of every tensor; returns the number
@@ -1142,7 +1262,7 @@ int launch_blocks(const Fp8QuantizeParams& p, const Args& a) {
     if (t.vt) stage_units = std::max(stage_units, kFp8QuantizeMaxBlockElems / kUnitElems / 2);
   }
   const int smem = 2 * stage_units * kGroups * int(sizeof(uint4));
-  const auto kernel = block_quantize_kernel<In>;
+  const auto kernel = mma_rotation() ? block_quantize_kernel<In, true> : block_quantize_kernel<In, false>;
   int per_sm = 0;
   const cudaError_t err = block_launch_setup(reinterpret_cast<const void*>(kernel), p.device, smem, &per_sm);
   if (err != cudaSuccess) return int(err);
