@@ -216,9 +216,9 @@ __device__ __forceinline__ void unpack2(Fp16, uint32_t w, float& lo, float& hi) 
   hi = f.y;
 }
 
-// One unit (4 groups of 8) -> fp32. With the rotation, the signs s are applied first by an XOR
-// on the packed pairs: masks (this thread's 16 words, one 16-byte shared load per group, read
-// per unit rather than held in 16 registers) has bit 15 / 31 set where a coordinate flips.
+// The rotation's signs s on a unit's packed pairs, by an XOR: masks (this thread's 16 words, one
+// 16-byte shared load per group, read per unit rather than held in 16 registers) has bit 15 / 31
+// set where a coordinate flips.
 __device__ __forceinline__ void apply_signs(uint4 (&raw)[kGroups], const uint32_t* masks) {
 #pragma unroll
   for (int k = 0; k < kGroups; ++k) {
@@ -227,6 +227,7 @@ __device__ __forceinline__ void apply_signs(uint4 (&raw)[kGroups], const uint32_
   }
 }
 
+// One unit (4 groups of 8) -> fp32, with the rotation's signs applied first (apply_signs).
 template <class In, bool kRotate>
 __device__ __forceinline__ void unpack_unit(const uint4 (&raw_in)[kGroups], const uint32_t* masks,
                                             float (&v)[kUnitElems]) {
@@ -1068,7 +1069,7 @@ __device__ __forceinline__ void run_block_item_d(const Tensor& t, const Item& it
 }
 
 // Dynamic shared memory: two stages of stage_units units (launch_blocks). kMma: the rotation of
-// head dims 128 and 256 on the tensor cores (rotate_pair_mma).
+// head dims 128 and 256 on the tensor cores (hadamard_row_mma).
 template <class In, bool kMma>
 __global__ void __launch_bounds__(kThreads, 2) block_quantize_kernel(const __grid_constant__ Args a, int stage_units) {
   using G = BlockGeometry;
@@ -1150,7 +1151,7 @@ bool lag_override(long* lag) {
 }
 
 // FLASHCUTE_FP8_QUANTIZE_MMA (environment, read per call): "1" rotates the block kernel's q and
-// k (head dims 128 / 256) on the tensor cores (rotate_pair_mma), "0" with hadamard_row; unset or
+// k (head dims 128 / 256) on the tensor cores (hadamard_row_mma), "0" with hadamard_row; unset or
 // anything else: the default, hadamard_row, until the tensor-core path has been measured.
 bool mma_rotation() {
   const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_MMA");
