@@ -9,11 +9,14 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -m pip install -q --no-deps --no-index --force-reinstall "${WHEEL_DIR:-.carry}"/flashcute-*.whl || exit 2
 T=${TEST_TIMEOUT:-150}
-timeout "$T" python3 -m pytest -q -x tests/test_gpu_fp8.py -k "block_quantize" > "$OUT/tests-block.txt" 2>&1
-tail -3 "$OUT/tests-block.txt"
+# both paths side by side (the tests set the switch per case), then every FP8 test through the
+# tensor-core path (the mode's accuracy and outlier tests, varlen and per-head quantizers included)
+timeout "$T" python3 -m pytest -q tests/test_gpu_fp8.py tests/test_gpu_fp8_quantize.py \
+  -k "block_quantize or cuda_quantize_matches" > "$OUT/tests-both.txt" 2>&1
+tail -3 "$OUT/tests-both.txt"
 FLASHCUTE_FP8_QUANTIZE_MMA=1 timeout "$T" python3 -m pytest -q tests/test_gpu_fp8.py tests/test_gpu_fp8_quantize.py \
-  -k "mode or block or outlier or sdpa or varlen" > "$OUT/tests-mma-mode.txt" 2>&1
-tail -3 "$OUT/tests-mma-mode.txt"
+  > "$OUT/tests-mma.txt" 2>&1
+tail -3 "$OUT/tests-mma.txt"
 timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/bench_fp8_mode.py --hdims 128,256 --seqlens 4096,16384 --causal both \
   --columns quant-blocks,quant-blocks-mma,fp8-kernel-blocks,fp8-mode,fp8-mode-mma,bf16,cudnn \
   --json "$OUT/fp8_mode.json" > "$OUT/bench.txt" 2>&1

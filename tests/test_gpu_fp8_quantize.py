@@ -101,9 +101,15 @@ CASES = [  # (batch, seqlen, heads, heads_k)
 @pytest.mark.parametrize("d", ALL_D)
 @pytest.mark.parametrize("dtype", [BF, FP16])
 @pytest.mark.parametrize("rotate", [False, True])
-def test_cuda_quantize_matches_torch(d, dtype, rotate):
+@pytest.mark.parametrize("mma", ["0", "1"])
+def test_cuda_quantize_matches_torch(d, dtype, rotate, mma, monkeypatch):
+    """The per-(batch, kv head) CUDA quantizer against the torch path; the rotation both ways:
+    butterflies, and at d 128 / 256 on the tensor cores (FLASHCUTE_FP8_QUANTIZE_MMA=1)."""
     if rotate and d not in POW2:
         pytest.skip("rotation of head dims 96/192 stays on the torch path (test_rotation_96_192_falls_back)")
+    if mma == "1" and not (rotate and d in (128, 256)):
+        pytest.skip("the switch changes only the rotation at d 128 / 256")
+    monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_MMA", mma)
     require_cuda_quantize(dtype, d, rotate)
     for i, (b, s, h, hk) in enumerate(CASES):
         x = make_input((b, s, h, d), dtype, seed=d + i)

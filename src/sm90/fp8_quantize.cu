@@ -352,6 +352,32 @@ __device__ __forceinline__ void hadamard_row_mma(const uint4 (&raw)[kGroups], co
   }
 }
 
+// Whether the rotated casts of head dim D use hadamard_row_mma (kMma: the launch's choice,
+// FLASHCUTE_FP8_QUANTIZE_MMA) rather than hadamard_row.
+template <int D, bool kRotate, bool kMma>
+constexpr bool kMmaRotation = kMma && kRotate && (D == 128 || D == 256);
+
+// The B fragments for hadamard_row_mma where kMmaRotation (otherwise unused, no instructions).
+template <int D, bool kRotate, bool kMma, class In>
+__device__ __forceinline__ void mma_fragments(uint32_t (&hb)[2][2]) {
+  if constexpr (kMmaRotation<D, kRotate, kMma>) hadamard16_fragments<In>(hb);
+  else hb[0][0] = hb[0][1] = hb[1][0] = hb[1][1] = 0;
+}
+
+// A unit's values y from its raw 16-bit groups: with the rotation (signs, transform) when kRotate,
+// on the tensor cores where kMmaRotation (uniform over the warp either way).
+template <int D, bool kRotate, bool kMma, class In>
+__device__ __forceinline__ void unit_values(uint4 (&raw)[kGroups], const uint32_t* masks, const uint32_t (&hb)[2][2],
+                                            float (&v)[kUnitElems]) {
+  if constexpr (kMmaRotation<D, kRotate, kMma>) {
+    apply_signs(raw, masks);
+    hadamard_row_mma<D / kUnitElems, In>(raw, hb, v);
+  } else {
+    unpack_unit<In, kRotate>(raw, masks, v);
+    if constexpr (kRotate) hadamard_row<D / kUnitElems>(v);
+  }
+}
+
 // ---- the schedule ----------------------------------------------------------------------------
 // Counter position -> (is B, index in its pass). The first `lag` positions are A items; then
 // A and B alternate (A(lag + n), B(n)); then the remaining B items. B(j) waits for A items of
@@ -464,7 +490,7 @@ __device__ __forceinline__ unsigned slot_items(const Tensor& t, const Item& it) 
 // Calls fn(v, active, x8_offset, u) for every unit u (32 coordinates of one row and head) of the
 // item, v the fp32 values y (rotated when kRotate). The loop and the shuffles inside it are
 // uniform over the CTA; units past the item's end have active == false and zeros.
-template <int D, bool kRotate, bool kLastUse, class In, class G, class Fn>
+template <int D, bool kRotate, bool kMma, bool kLastUse, class In, class G, class Fn>
 __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, const uint32_t* smem_masks,
                                               Fn&& fn) {
   constexpr int NU = D / kUnitElems;  // threads per row
@@ -479,6 +505,8 @@ __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, c
   const int64_t o_base = it.b * t.os_b + int64_t(row0) * t.os_r + int64_t(head0) * t.os_h;
 
   const uint32_t* masks = smem_masks + (threadIdx.x % NU) * kMaskWords;  // used only with kRotate
+  uint32_t hb[2][2];
+  mma_fragments<D, kRotate, kMma, In>(hb);
 
   for (int base = 0; base < units; base += kThreads * kUnitsPerStep) {
     uint4 raw[kUnitsPerStep][kGroups];
@@ -503,8 +531,7 @@ __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, c
 #pragma unroll
     for (int s = 0; s < kUnitsPerStep; ++s) {
       float v[kUnitElems];
-      unpack_unit<In, kRotate>(raw[s], masks, v);
-      if constexpr (kRotate) hadamard_row<NU>(v);
+      unit_values<D, kRotate, kMma, In>(raw[s], masks, hb, v);
       fn(v, active[s], o_off[s], base + s * kThreads + int(threadIdx.x));
     }
   }
@@ -628,7 +655,7 @@ __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared
   // is 1 (run 103's SASS). (8 partial sums made ptxas spill the item loop's state at 64 registers.)
   float m = 0.f;
   const auto track = [&](const float (&v)[kUnitElems], bool, int64_t, int) { track_unit_amax<NU, kRotate>(m, v); };
-  for_each_unit<D, false, false, In, G>(t, it, sm.masks[it.tensor], track);
+  for_each_unit<D, false, false, false, In, G>(t, it, sm.masks[it.tensor], track);
   const float amax = cta_amax<D, kRotate>(m, sm);
   if (threadIdx.x == 0) {
     // sqrt(D * ss) is monotonic in ss: the slot's max over items is the bound of its max row
@@ -735,12 +762,12 @@ __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm) {
     vt_cast_bytes(v, scale, b);
     vt_place_unit<D, kKeys>(b, u, sm.vt_tile);
   };
-  for_each_unit<D, false, true, In, G>(t, it, sm.masks[it.tensor], cast_to_tile);
+  for_each_unit<D, false, false, true, In, G>(t, it, sm.masks[it.tensor], cast_to_tile);
   __syncthreads();
   vt_store_tile<D, kKeys>(t, it, sm.vt_tile);
 }
 
-template <int D, bool kRotate, class In, class G>
+template <int D, bool kRotate, bool kMma, class In, class G>
 __device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool wait, Shared<G>& sm) {
   if (threadIdx.x == 0) sm.scale = slot_scale<G>(a, t, it, wait);
   __syncthreads();
@@ -755,20 +782,20 @@ __device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool w
   const auto cast_and_store = [&](const float (&v)[kUnitElems], bool active, int64_t o, int) {
     if (active) cast_store_unit<D>(v, scale, x8 + o);
   };
-  for_each_unit<D, kRotate, true, In, G>(t, it, sm.masks[it.tensor], cast_and_store);
+  for_each_unit<D, kRotate, kMma, true, In, G>(t, it, sm.masks[it.tensor], cast_and_store);
 }
 
-template <int D, class In, class G>
+template <int D, bool kMma, class In, class G>
 __device__ __forceinline__ void run_item_d(const Args& a, const Tensor& t, const Item& it, bool cast, bool wait,
                                            Shared<G>& sm) {
   constexpr bool kCanRotate = (D & (D - 1)) == 0;
   if (kCanRotate && t.rotate) {
     if constexpr (kCanRotate) {
-      if (cast) cast_item<D, true, In>(a, t, it, wait, sm);
+      if (cast) cast_item<D, true, kMma, In>(a, t, it, wait, sm);
       else amax_item<D, true, In>(a, t, it, sm);
     }
   } else {
-    if (cast) cast_item<D, false, In>(a, t, it, wait, sm);
+    if (cast) cast_item<D, false, kMma, In>(a, t, it, wait, sm);
     else amax_item<D, false, In>(a, t, it, sm);
   }
 }
@@ -787,12 +814,12 @@ __device__ __forceinline__ void with_head_dim(int head_dim, F&& f) {
   }
 }
 
-template <class In, class G>
+template <class In, bool kMma, class G>
 __device__ void run_item(const Args& a, bool cast, int j, bool wait, Shared<G>& sm) {
   const Item it = decode_item<G>(a, j);
   if (it.chunk < 0) return;  // a varlen tensor's spare item (uniform over the CTA)
   const Tensor& t = a.t[it.tensor];
-  with_head_dim(t.head_dim, [&](auto d) { run_item_d<decltype(d)::value, In>(a, t, it, cast, wait, sm); });
+  with_head_dim(t.head_dim, [&](auto d) { run_item_d<decltype(d)::value, kMma, In>(a, t, it, cast, wait, sm); });
 }
 
 // Sign masks of the rotation for every (tensor, lane of a row, pair of elements): bit 15 and/or
@@ -817,7 +844,7 @@ __device__ void build_sign_masks(const Args& a, Shared<G>& sm) {
   }
 }
 
-template <class In, bool kVarlen>
+template <class In, bool kVarlen, bool kMma>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     quantize_kernel(const __grid_constant__ Args a, Mode mode) {
   using G = Geometry<kVarlen>;
@@ -827,7 +854,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     __syncthreads();
     const bool cast = mode == Mode::kCastOnly;
     for (int j = blockIdx.x; j < a.items; j += gridDim.x) {
-      run_item<In, G>(a, cast, j, /*wait=*/false, sm);
+      run_item<In, kMma, G>(a, cast, j, /*wait=*/false, sm);
       __syncthreads();  // the item's shared memory (warp maxima, scale) is free again
     }
     return;
@@ -844,7 +871,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     bool cast;
     int j;
     item_at<kVarlen>(a, pos, cast, j);
-    run_item<In, G>(a, cast, j, /*wait=*/true, sm);
+    run_item<In, kMma, G>(a, cast, j, /*wait=*/true, sm);
     __syncthreads();  // the prefetched position is visible; the item's shared memory is free
     buf ^= 1;
   }
@@ -915,33 +942,14 @@ __device__ __forceinline__ void staged_unit(const uint4* stage, int stride, int 
   for (int k = 0; k < kGroups; ++k) raw[k] = u < units ? stage[k * stride + u] : make_uint4(0, 0, 0, 0);
 }
 
-// Whether the block kernel's rotated casts of head dim D use hadamard_row_mma (kMma: the launch's
-// choice, FLASHCUTE_FP8_QUANTIZE_MMA) rather than hadamard_row.
-template <int D, bool kRotate, bool kMma>
-constexpr bool kMmaRotation = kMma && kRotate && (D == 128 || D == 256);
-
 // Unit u's values from the stage (zeros past the item's units), with the rotation's signs and
-// transform when kRotate (uniform: the transform's shuffles and products need every lane); hb:
-// hadamard16_fragments where kMmaRotation.
+// transform when kRotate (unit_values; hb: mma_fragments).
 template <int D, bool kRotate, bool kMma, class In>
 __device__ __forceinline__ void staged_values(const uint4* stage, const StagedItem& si, int u, const uint32_t* masks,
                                               const uint32_t (&hb)[2][2], float (&v)[kUnitElems]) {
   uint4 raw[kGroups];
   staged_unit(stage, si.stride, u, si.units, raw);
-  if constexpr (kMmaRotation<D, kRotate, kMma>) {
-    apply_signs(raw, masks);
-    hadamard_row_mma<D / kUnitElems, In>(raw, hb, v);
-  } else {
-    unpack_unit<In, kRotate>(raw, masks, v);
-    if constexpr (kRotate) hadamard_row<D / kUnitElems>(v);
-  }
-}
-
-// The B fragments for staged_values (only where kMmaRotation: otherwise unused, no instructions).
-template <int D, bool kRotate, bool kMma, class In>
-__device__ __forceinline__ void staged_fragments(uint32_t (&hb)[2][2]) {
-  if constexpr (kMmaRotation<D, kRotate, kMma>) hadamard16_fragments<In>(hb);
-  else hb[0][0] = hb[0][1] = hb[1][0] = hb[1][1] = 0;
+  unit_values<D, kRotate, kMma, In>(raw, masks, hb, v);
 }
 
 // x8's offset of unit u of a staged item (group == 1: unit / NU is the row, unit % NU the lane).
@@ -960,7 +968,7 @@ __device__ void cast_rows_staged(const Tensor& t, const Item& it, Shared<G>& sm,
   const StagedItem si = StagedItem::of<D>(t, it);
   const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
   uint32_t hb[2][2];
-  staged_fragments<D, kRotate, kMma, In>(hb);
+  mma_fragments<D, kRotate, kMma, In>(hb);
   float* descale = t.descale + (it.b * t.ds_b + it.hk * t.ds_h + si.row0);
   for (int s = 0; s < si.steps; ++s) {
     const int u = s * kThreads + int(threadIdx.x);
@@ -1043,7 +1051,7 @@ __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm
   }
   const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
   uint32_t hb[2][2];
-  staged_fragments<D, kRotate, kMma, In>(hb);
+  mma_fragments<D, kRotate, kMma, In>(hb);
   for (int s = 0; s < si.steps; ++s) {
     const int u = s * kThreads + int(threadIdx.x);
     float v[kUnitElems];
@@ -1150,8 +1158,8 @@ bool lag_override(long* lag) {
   return true;
 }
 
-// FLASHCUTE_FP8_QUANTIZE_MMA (environment, read per call): "1" rotates the block kernel's q and
-// k (head dims 128 / 256) on the tensor cores (hadamard_row_mma), "0" with hadamard_row; unset or
+// FLASHCUTE_FP8_QUANTIZE_MMA (environment, read per call): "1" rotates q and k (head dims 128 /
+// 256, both kernels) on the tensor cores (hadamard_row_mma), "0" with hadamard_row; unset or
 // anything else: the default, hadamard_row, until the tensor-core path has been measured.
 bool mma_rotation() {
   const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_MMA");
@@ -1291,7 +1299,11 @@ int launch(const Fp8QuantizeParams& p) {
   const auto plan_varlen = [&] {
     if (prefix_entries > 0) plan_kernel<<<1, 32 * kMaxTensors, 0, stream>>>(a);
   };
-  const auto run = [&](Mode mode, int grid) { quantize_kernel<In, kVarlen><<<grid, kThreads, 0, stream>>>(a, mode); };
+  const bool mma = mma_rotation();
+  const auto run = [&](Mode mode, int grid) {
+    if (mma) quantize_kernel<In, kVarlen, true><<<grid, kThreads, 0, stream>>>(a, mode);
+    else quantize_kernel<In, kVarlen, false><<<grid, kThreads, 0, stream>>>(a, mode);
+  };
 
   // Resident CTAs (launch bounds: kMinBlocksPerSm per SM fit); more would only queue behind.
   const int resident = std::max(1, p.num_sms) * kMinBlocksPerSm;
