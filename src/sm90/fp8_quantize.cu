@@ -51,7 +51,9 @@
 // a row (4 groups of 8, one 16-byte load each), the D/32 threads of a row are adjacent lanes of
 // one warp. The 5 index bits inside a thread are butterflies in registers, the log2(D/32) bits
 // across threads are butterflies through __shfl_xor_sync. Power-of-two head dims only (64, 128,
-// 256); 96 and 192 (Paley) are quantized here only without rotation.
+// 256); 96 and 192 (Paley) are quantized here only without rotation. With
+// FLASHCUTE_FP8_QUANTIZE_MMA=1, head dims 128 and 256 contract four of the coordinate bits on the
+// tensor cores instead (hadamard_row_mma: about half the instructions per rotated value).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
