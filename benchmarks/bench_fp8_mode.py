@@ -10,8 +10,9 @@ Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_atte
                 before block-wise scales)
   quant-blocks  quant-vt with block-wise scales (q per row, k and v per key block, each block
                 read once: what fp8-mode runs at d 128/256 with FP8Config(block_scales=True))
-  quant-blocks-mma  quant-blocks with q's and k's rotation on the tensor cores
-                (FLASHCUTE_FP8_QUANTIZE_MMA=1 around each call; quant-blocks sets it to 0)
+  quant-blocks-bfly  quant-blocks with q's and k's rotation as butterflies
+                (FLASHCUTE_FP8_QUANTIZE_MMA=0 around each call) instead of on the tensor cores
+                (the library's default since run 141)
   fp8-kernel-blocks  the V^T kernel alone on quant-blocks' outputs (block-wise descales)
   quant-torch   the same through the torch ops (impl="torch"), for comparison
   fp8-kernel    the FP8 kernel alone on pre-quantized e4m3 q, k, v with descales
@@ -20,7 +21,7 @@ Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_atte
   fp8-mode-vtrans the same with FP8Config(v_colmajor=False): V transposed inside the kernel
                 rather than handed over as V^T (the default where it applies: d 128/256, bf16)
   fp8-mode-heads  the same with FP8Config(block_scales=False): V^T, one scale per (batch, head)
-  fp8-mode-mma  fp8-mode with FLASHCUTE_FP8_QUANTIZE_MMA=1 (fp8-mode: =0), as quant-blocks-mma
+  fp8-mode-bfly  fp8-mode with FLASHCUTE_FP8_QUANTIZE_MMA=0, as quant-blocks-bfly
   quant-varlen-cuda, quant-varlen-torch  quantize_qkv of the same q, k, v as packed varlen rows
                 (cu_seqlens, every sequence seqlen long) on the CUDA kernel's varlen path / on torch ops
                 (what impl="auto" takes for varlen until the CUDA path has run on a GPU)
@@ -51,9 +52,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention import environment, make_timer, tflops, with_cooldown  # noqa: E402  (same folder)
 
-COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-blocks", "quant-blocks-mma", "quant-torch",
+COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-blocks", "quant-blocks-bfly", "quant-torch",
            "quant-varlen-cuda", "quant-varlen-torch", "fp8-kernel", "fp8-kernel-blocks", "fp8-mode",
-           "fp8-mode-mma", "fp8-mode-norot", "fp8-mode-vtrans", "fp8-mode-heads", "bf16", "cudnn")
+           "fp8-mode-bfly", "fp8-mode-norot", "fp8-mode-vtrans", "fp8-mode-heads", "bf16", "cudnn")
 MMA_ENV = "FLASHCUTE_FP8_QUANTIZE_MMA"  # read by the library per call (src/sm90/fp8_quantize.cu)
 
 
@@ -161,16 +162,16 @@ def runners(case, torch, flashcute):
         "quant-cuda": quant("cuda"),
         # V^T only where the mode writes it (flashcute.fp8.v_colmajor_applies): n/a elsewhere
         "quant-vt": quant("auto", vt=True) if d in (128, 256) and hk == h else None,
-        "quant-blocks": with_env(quant("auto", vt=True, block_keys=block), MMA_ENV, "0") if block else None,
-        "quant-blocks-mma": with_env(quant("auto", vt=True, block_keys=block), MMA_ENV, "1") if block else None,
+        "quant-blocks": quant("auto", vt=True, block_keys=block) if block else None,
+        "quant-blocks-bfly": with_env(quant("auto", vt=True, block_keys=block), MMA_ENV, "0") if block else None,
         "fp8-kernel-blocks": kernel_blocks if block else None,
         "quant-torch": quant("torch"),
         "quant-varlen-cuda": quant_varlen("cuda"),
         "quant-varlen-torch": quant_varlen("torch"),
         "fp8-kernel": lambda: fai.flash_attn_func(q8, k8, v8, causal=causal, q_descale=qd, k_descale=kd,
                                                   v_descale=vd),
-        "fp8-mode": with_env(lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True), MMA_ENV, "0"),
-        "fp8-mode-mma": with_env(lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True), MMA_ENV, "1"),
+        "fp8-mode": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True),
+        "fp8-mode-bfly": with_env(lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True), MMA_ENV, "0"),
         "fp8-mode-norot": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=norot),
         "fp8-mode-vtrans": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=vtrans),
         "fp8-mode-heads": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=heads),
@@ -187,14 +188,14 @@ def quant_bytes(case):
 
 
 def table(results, cols):
-    head = ["hdim", "causal", "seqlen"] + [f"{c} ms" for c in cols] + ["fp8-mode÷bf16", "fp8-mode-mma÷bf16",
+    head = ["hdim", "causal", "seqlen"] + [f"{c} ms" for c in cols] + ["fp8-mode÷bf16", "fp8-mode-bfly÷bf16",
                                                                         "quant-cuda GB/s", "quant-cuda ÷ fp8-kernel"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         ms = r["ms"]
         row = [str(r["hdim"]), "yes" if r["causal"] else "no", str(r["seqlen"])]
         row += ["n/a" if ms.get(c) is None else f"{ms[c]:.3f}" for c in cols]
-        for mode in ("fp8-mode", "fp8-mode-mma"):
+        for mode in ("fp8-mode", "fp8-mode-bfly"):
             sp = (ms["bf16"] / ms[mode]) if ms.get("bf16") and ms.get(mode) else None
             row.append("n/a" if sp is None else f"{sp:.2f}x")
         gbs = quant_bytes(r) / (ms["quant-cuda"] * 1e-3) / 1e9 if ms.get("quant-cuda") else None
@@ -237,7 +238,7 @@ def main(argv=None):
                 torch.cuda.synchronize()
                 ms = bench(fn)
                 rec["ms"][col] = ms
-                if col in ("fp8-kernel", "fp8-mode", "fp8-mode-mma", "fp8-mode-norot", "fp8-mode-vtrans", "bf16",
+                if col in ("fp8-kernel", "fp8-mode", "fp8-mode-bfly", "fp8-mode-norot", "fp8-mode-vtrans", "bf16",
                            "cudnn"):
                     rec["tflops"][col] = tflops(case["flops"], ms)
             except Exception as e:  # noqa: BLE001  one column failing must not stop the sweep

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call for the block quantizer's tensor-core rotation (FLASHCUTE_FP8_QUANTIZE_MMA):
+# One device call for the quantizers' tensor-core rotation (the default; FLASHCUTE_FP8_QUANTIZE_MMA=0:
+# the butterflies):
 # its tests both ways, the FP8-mode tests and the outlier RMSE through it, the sanitizers on the
 # FP8 cases through it, and bench_fp8_mode.py's A/B columns. Results under $OUT.
 #   device run:  carry=[".carry/mma"]  command: WHEEL_DIR=.carry/mma scripts/mma_rotation_check.sh
@@ -18,7 +19,7 @@ FLASHCUTE_FP8_QUANTIZE_MMA=1 timeout "$T" python3 -m pytest -q tests/test_gpu_fp
   > "$OUT/tests-mma.txt" 2>&1
 tail -3 "$OUT/tests-mma.txt"
 timeout "${BENCH_TIMEOUT:-200}" python3 benchmarks/bench_fp8_mode.py --hdims 128,256 --seqlens 4096,16384 --causal both \
-  --columns quant-blocks,quant-blocks-mma,fp8-kernel-blocks,fp8-mode,fp8-mode-mma,bf16,cudnn \
+  --columns quant-blocks,quant-blocks-bfly,fp8-kernel-blocks,fp8-mode,fp8-mode-bfly,bf16,cudnn \
   --json "$OUT/fp8_mode.json" > "$OUT/bench.txt" 2>&1
 tail -12 "$OUT/bench.txt"
 for tool in memcheck racecheck; do

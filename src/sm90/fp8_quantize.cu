@@ -51,9 +51,9 @@
 // a row (4 groups of 8, one 16-byte load each), the D/32 threads of a row are adjacent lanes of
 // one warp. The 5 index bits inside a thread are butterflies in registers, the log2(D/32) bits
 // across threads are butterflies through __shfl_xor_sync. Power-of-two head dims only (64, 128,
-// 256); 96 and 192 (Paley) are quantized here only without rotation. With
-// FLASHCUTE_FP8_QUANTIZE_MMA=1, head dims 128 and 256 contract four of the coordinate bits on the
-// tensor cores instead (hadamard_row_mma: about half the instructions per rotated value).
+// 256); 96 and 192 (Paley) are quantized here only without rotation. Head dims 128 and 256
+// contract four of the coordinate bits on the tensor cores instead (hadamard_row_mma: about half
+// the instructions per rotated value; FLASHCUTE_FP8_QUANTIZE_MMA=0 goes back to the butterflies).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -1160,13 +1160,12 @@ bool lag_override(long* lag) {
   return true;
 }
 
-// FLASHCUTE_FP8_QUANTIZE_MMA (environment, read per call): "1" rotates q and k (head dims 128 /
-// 256, both kernels) on the tensor cores (hadamard_row_mma), "0" with hadamard_row; unset or
-// anything else: the default, hadamard_row, until the tensor-core path has been measured.
+// FLASHCUTE_FP8_QUANTIZE_MMA (environment, read per call): "0" rotates q and k with hadamard_row's
+// butterflies (the A/B switch and a fallback); unset or anything else: on the tensor cores
+// (hadamard_row_mma) at head dims 128 / 256, both kernels (benchmarks/RESULTS.md run 141).
 bool mma_rotation() {
   const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_MMA");
-  if (s && s[0] == '1' && !s[1]) return true;
-  return false;
+  return !(s && s[0] == '0' && !s[1]);
 }
 
 // Item geometry (kItemUnits units per item) and positions of every tensor; returns the number
