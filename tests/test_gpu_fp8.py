@@ -288,6 +288,37 @@ def test_block_quantize_cuda_equals_torch(d, s, rotate, mma, dtype, monkeypatch)
             assert (diff <= ref8.float().abs() * 0.125 + 2 ** -9).all(), i
 
 
+@pytest.mark.parametrize("mma", ["0", "1", None])
+def test_quantize_mma_switch_picks_the_kernel(mma, monkeypatch):
+    """FLASHCUTE_FP8_QUANTIZE_MMA routes the FP8 mode's quantization to the kernels it names (the
+    kMma template argument, read from the profiler's kernel names): "0" the butterflies, "1" and
+    unset (the default) the tensor-core rotation. Without this, the both-ways tests above could
+    be timing and testing one path twice."""
+    from torch.profiler import ProfilerActivity, profile
+    require_fp8(128)
+    if not flashcute.build_info()["fp8_quantize"]:
+        pytest.skip("no CUDA quantizer in this build")
+    if mma is None:
+        monkeypatch.delenv("FLASHCUTE_FP8_QUANTIZE_MMA", raising=False)
+    else:
+        monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_MMA", mma)
+    q, k, v = (_randn(1, 512, 2, 128, dtype=BF) for _ in range(3))
+    flashcute.flash_attn_func(q, k, v, fp8=True)  # the CUDA quantizer's first call outside the trace
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        flashcute.flash_attn_func(q, k, v, fp8=True)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if "quantize_kernel" in e.name]
+    assert names, "no quantizer kernel in the trace"
+    want = mma != "0"
+
+    def kmma(name):  # the last template argument, demangled ("...Bf16, true>(...") or not ("...ELb1EEEv...")
+        if name.startswith("_Z"):
+            return name.split("EEEv")[0].endswith("Lb1")
+        return name.replace(" ", "").split("(")[0].endswith("true>")
+    assert all(kmma(n) == want for n in names), names
+
+
 @pytest.mark.parametrize("d", [128, 256])
 @pytest.mark.parametrize("s", [1, 100, 4099])
 def test_quantize_v_colmajor_cuda_equals_torch(d, s):
