@@ -102,3 +102,32 @@ def test_compare_anchors_fp8_ratios(tmp_path, capsys):
     # e4m3 / bf16 on the same values, on the source tensors, and FA3's own 942 / 684 (ANCHORS.md)
     assert line.split("|")[1].split() == ["1.200", "1.250"]
     assert line.split("|")[2].split() == [f"{942 / 684:.3f}"]
+
+
+def test_fp8_mode_bench_switch_columns_set_and_restore_the_switch(monkeypatch):
+    """bench_fp8_mode.py's -bfly columns run their call with FLASHCUTE_FP8_QUANTIZE_MMA=0 (the
+    butterflies) and leave the environment as it was, set or unset, also when the call raises."""
+    import os
+    sys.path.insert(0, str(BENCH))  # bench_fp8_mode imports bench_attention by name
+    try:
+        mod = _load("bench_fp8_mode")
+    finally:
+        sys.path.remove(str(BENCH))
+    name = mod.MMA_ENV
+    seen = []
+    run = mod.with_env(lambda: seen.append(os.environ.get(name)), name, "0")
+    for before in (None, "1"):
+        if before is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, before)
+        run()
+        assert seen[-1] == "0"
+        assert os.environ.get(name) == before
+
+    def boom():
+        raise RuntimeError("kernel failed")
+    with pytest.raises(RuntimeError):
+        mod.with_env(boom, name, "0")()
+    assert os.environ.get(name) == "1"
+    assert {"quant-blocks-bfly", "fp8-mode-bfly"} <= set(mod.COLUMNS)
