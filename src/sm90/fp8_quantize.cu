@@ -229,11 +229,9 @@ __device__ __forceinline__ void apply_signs(uint4 (&raw)[kGroups], const uint32_
   }
 }
 
-// One unit (4 groups of 8) -> fp32, with the rotation's signs applied first (apply_signs).
+// One unit (4 groups of 8) -> fp32, with the rotation's signs applied first (in place: apply_signs).
 template <class In, bool kRotate>
-__device__ __forceinline__ void unpack_unit(const uint4 (&raw_in)[kGroups], const uint32_t* masks,
-                                            float (&v)[kUnitElems]) {
-  uint4 raw[kGroups] = {raw_in[0], raw_in[1], raw_in[2], raw_in[3]};
+__device__ __forceinline__ void unpack_unit(uint4 (&raw)[kGroups], const uint32_t* masks, float (&v)[kUnitElems]) {
   if constexpr (kRotate) apply_signs(raw, masks);
 #pragma unroll
   for (int k = 0; k < kGroups; ++k) {
@@ -278,7 +276,7 @@ __device__ __forceinline__ void hadamard_row(float (&v)[kUnitElems]) {
   }
 }
 
-// ---- the rotation on the tensor cores (block kernel, head dims 128 and 256) --------------------
+// ---- the rotation on the tensor cores (both kernels, head dims 128 and 256) --------------------
 // Sylvester's H is a Kronecker product over the coordinate bits (H[i][j] = (-1)^popcount(i & j)),
 // so the transform may contract any 4 of them with one 16 x 16 matrix product and the rest with
 // butterflies. The units stay where hadamard_row has them (one per thread, a row's NU units on
