@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU emulation of hadamard_row_mma's data movement (src/sm90/fp8_quantize.cu), per the PTX
+"""CPU emulation of hadamard_row_mma's data movement (src/sm90/fp8_quantize_rotation.cuh), per the PTX
 fragment layouts of mma.m16n8k16 (.row.col, f32 accumulate), against x_signed @ H (Sylvester)."""
 import numpy as np
 

@@ -1,7 +1,8 @@
-"""A model of the FP8 quantizer's fused schedule (src/sm90/fp8_quantize.cu, quantize_kernel), run
-under random interleavings: CTAs claiming positions from the shared counter, each one position
-ahead of the item it computes, the A (amax) and B (cast) items those positions map to (item_at,
-ported below), and B items waiting until every A item of their slot is counted.
+"""A model of the FP8 quantizer's fused schedule (src/sm90/fp8_quantize_schedule.cuh, item_at;
+quantize_kernel in fp8_quantize_item.cuh), run under random interleavings: CTAs claiming
+positions from the shared counter, each one position ahead of the item it computes, the A (amax)
+and B (cast) items those positions map to (item_at, ported below), and B items waiting until
+every A item of their slot is counted.
 
 It checks the design, not the CUDA code:
   - no deadlock, also when fewer CTAs are resident than launched (a CTA starts only when a

@@ -1,0 +1,241 @@
+// The FP8 quantizer's block-wise kernel (fp8_quantize.cu; Tensor::block_rows > 0): each item
+// read once through a ring of two shared-memory stages, scaled per row or per key block.
+#pragma once
+
+#include <cstdint>
+
+#include "sm90/fp8_quantize_item.cuh"
+#include "sm90/fp8_quantize_rotation.cuh"
+#include "sm90/fp8_quantize_schedule.cuh"
+#include "sm90/fp8_quantize_types.cuh"
+
+namespace flashcute::sm90::quant {
+
+// ---- block-wise scales (Tensor::block_rows > 0) -------------------------------------------------
+// No scale spans more than one work item, so there is no second pass, no counter and no waiting:
+// each item is read from memory once. An item's rows of one head are copied into a shared-memory
+// stage by cp.async, one item ahead (two stages: the next item's copies are in flight while this
+// one is cast), so no registers hold x across the wait. stage[k * stride + u] holds group k of
+// unit u (16 bytes; consecutive units consecutive: the unit-per-thread reads are conflict-free),
+// stride = the units of a whole item of the tensor.
+//   block_rows == 1 (q's per-row scales): an item is rows_per_item rows, each row's amax reduced
+//     over its NU lanes.
+//   block_rows > 1 (k's and v's per key block): an item is one block: its amax, the CTA's
+//     maximum, then the cast (V^T through a tile laid over the item's own stage).
+// (Runs 105-106: waiting with x held in registers left nothing in flight; a block held in
+// registers spilled at 128 registers; a block staged once per CTA with no copies ahead ran at
+// the two-visit kernel's speed.)
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem)
+               : "memory");
+}
+
+// The V^T tile over a stage: kFp8QuantizeMaxBlockElems bytes, kKeys keys per d row (the stage
+// of a V^T item has at least that many bytes: launch_blocks).
+template <int D>
+constexpr int kBlockVtKeys = kFp8QuantizeMaxBlockElems / D;
+
+// The item's units, the stage's stride and the steps of kThreads units that cover it (uniform).
+struct StagedItem {
+  int row0, units, stride, steps;
+  template <int D>
+  __device__ __forceinline__ static StagedItem of(const Tensor& t, const Item& it) {
+    constexpr int NU = D / kUnitElems;
+    StagedItem s;
+    s.row0 = it.chunk * t.rows_per_item;
+    s.units = max(0, min(t.rows_per_item, t.seqlen - s.row0)) * NU;  // group == 1
+    s.stride = t.rows_per_item * NU;
+    s.steps = (s.stride + kThreads - 1) / kThreads;
+    return s;
+  }
+};
+
+template <int D>
+__device__ __forceinline__ void stage_item_d(const Tensor& t, const Item& it, uint4* stage) {
+  constexpr int NU = D / kUnitElems;
+  const StagedItem si = StagedItem::of<D>(t, it);
+  const uint16_t* x = t.x + (it.b * t.xs_b + int64_t(si.row0) * t.xs_r + int64_t(it.hk) * t.xs_h);
+  for (int u = threadIdx.x; u < si.units; u += kThreads) {
+    const uint16_t* px = x + (int64_t(unsigned(u) / NU) * t.xs_r + int64_t(unsigned(u) % NU) * kGroupElems);
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k) cp_async_16(stage + k * si.stride + u, px + k * NU * kGroupElems);
+  }
+}
+
+// Item j's copies into stage, as one cp.async group (empty for threads with no units).
+__device__ __forceinline__ void stage_item(const Args& a, int j, uint4* stage) {
+  const Item it = decode_item<BlockGeometry>(a, j);
+  const Tensor& t = a.t[it.tensor];
+  with_head_dim(t.head_dim, [&](auto d) { stage_item_d<decltype(d)::value>(t, it, stage); });
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// The staged groups of unit u (zeros past the item's units).
+__device__ __forceinline__ void staged_unit(const uint4* stage, int stride, int u, int units, uint4 (&raw)[kGroups]) {
+#pragma unroll
+  for (int k = 0; k < kGroups; ++k) raw[k] = u < units ? stage[k * stride + u] : make_uint4(0, 0, 0, 0);
+}
+
+// Unit u's values from the stage (zeros past the item's units), with the rotation's signs and
+// transform when kRotate (unit_values; hb: mma_fragments).
+template <int D, bool kRotate, bool kMma, class In>
+__device__ __forceinline__ void staged_values(const uint4* stage, const StagedItem& si, int u, const uint32_t* masks,
+                                              const uint32_t (&hb)[2][2], float (&v)[kUnitElems]) {
+  uint4 raw[kGroups];
+  staged_unit(stage, si.stride, u, si.units, raw);
+  unit_values<D, kRotate, kMma, In>(raw, masks, hb, v);
+}
+
+// x8's offset of unit u of a staged item (group == 1: unit / NU is the row, unit % NU the lane).
+template <int D>
+__device__ __forceinline__ int64_t staged_x8_offset(const Tensor& t, const Item& it, const StagedItem& si, int u) {
+  constexpr int NU = D / kUnitElems;
+  return it.b * t.os_b + int64_t(si.row0 + int(unsigned(u) / NU)) * t.os_r + int64_t(it.hk) * t.os_h +
+         int64_t(unsigned(u) % NU) * kGroupElems;
+}
+
+// Per-row scales: each row's amax over its lanes (with the rotation the slot path's bound for one
+// row, sqrt(D * sum x^2) = sqrt(sum y^2), y unnormalised), descale[b, h, row], the cast.
+template <int D, bool kRotate, bool kMma, class In, class G>
+__device__ void cast_rows_staged(const Tensor& t, const Item& it, Shared<G>& sm, const uint4* stage) {
+  constexpr int NU = D / kUnitElems;
+  const StagedItem si = StagedItem::of<D>(t, it);
+  const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
+  uint32_t hb[2][2];
+  mma_fragments<D, kRotate, kMma, In>(hb);
+  float* descale = t.descale + (it.b * t.ds_b + it.hk * t.ds_h + si.row0);
+  for (int s = 0; s < si.steps; ++s) {
+    const int u = s * kThreads + int(threadIdx.x);
+    float v[kUnitElems];
+    staged_values<D, kRotate, kMma, In>(stage, si, u, masks, hb, v);
+    float m;  // on every lane of the row (the shuffles are uniform; inactive units hold zeros)
+    if constexpr (kRotate) {
+      m = __fsqrt_rn(row_sum_squares<NU>(v));
+    } else {
+      m = 0.f;
+#pragma unroll
+      for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
+#pragma unroll
+      for (int w = 1; w < NU; w <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, w));
+    }
+    float d;
+    const float scale = scale_of(m, t.descale_factor, &d);
+    if (u >= si.units) continue;
+    if (unsigned(u) % NU == 0) descale[unsigned(u) / NU] = d;  // group == 1: unit / NU is the row
+    cast_store_unit<D>(v, scale, t.x8 + staged_x8_offset<D>(t, it, si, u));
+  }
+}
+
+// V^T of a staged block: every unit's bytes first (in registers: at most kMaxSteps units a
+// thread), then, the stage read by every thread, the tile laid over it, then the tile's rows out.
+template <int D, class In>
+__device__ void cast_block_vt(const Tensor& t, const Item& it, const StagedItem& si, float scale, uint4* stage) {
+  constexpr int kKeys = kBlockVtKeys<D>;
+  constexpr int kMaxSteps = kFp8QuantizeMaxBlockElems / kUnitElems / kThreads;
+  uint32_t b[kMaxSteps][kUnitWords];
+#pragma unroll
+  for (int s = 0; s < kMaxSteps; ++s) {
+    if (s < si.steps) {
+      uint4 raw[kGroups];
+      staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), si.units, raw);
+      float v[kUnitElems];
+      unpack_unit<In, false>(raw, nullptr, v);
+      vt_cast_bytes(v, scale, b[s]);
+    }
+  }
+  __syncthreads();  // the stage is read: the tile may overwrite it
+  uint8_t* tile = reinterpret_cast<uint8_t*>(stage);
+  vt_zero_padding<D, kKeys>(t, it, tile);
+#pragma unroll
+  for (int s = 0; s < kMaxSteps; ++s) {
+    const int u = s * kThreads + int(threadIdx.x);
+    if (s < si.steps && u < si.units) vt_place_unit<D, kKeys>(b[s], u, tile);
+  }
+  __syncthreads();
+  vt_store_tile<D, kKeys>(t, it, tile);
+}
+
+// One block (it.chunk): amax from the stage (with the rotation the bound from the unrotated rows,
+// as amax_item), the CTA's maximum, descale[b, h, chunk], then the cast (rotated when kRotate).
+template <int D, bool kRotate, bool kMma, class In, class G>
+__device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm, uint4* stage) {
+  constexpr int NU = D / kUnitElems;
+  const StagedItem si = StagedItem::of<D>(t, it);
+  float m = 0.f;
+  for (int s = 0; s < si.steps; ++s) {
+    uint4 raw[kGroups];
+    staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), si.units, raw);
+    float v[kUnitElems];
+    unpack_unit<In, false>(raw, nullptr, v);  // the bound needs no signs
+    track_unit_amax<NU, kRotate>(m, v);
+  }
+  const float amax = cta_amax<D, kRotate>(m, sm);
+  if (threadIdx.x == 0) {
+    float d;
+    sm.scale = scale_of(amax, t.descale_factor, &d);
+    if (si.units > 0) t.descale[it.b * t.ds_b + it.hk * t.ds_h + it.chunk] = d;
+  }
+  __syncthreads();
+  const float scale = sm.scale;
+  if constexpr (fp8_vt_head_dim(D) && !kRotate) {
+    if (t.vt) {  // V^T: v, never rotated (the API refuses both)
+      cast_block_vt<D, In>(t, it, si, scale, stage);
+      return;
+    }
+  }
+  const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
+  uint32_t hb[2][2];
+  mma_fragments<D, kRotate, kMma, In>(hb);
+  for (int s = 0; s < si.steps; ++s) {
+    const int u = s * kThreads + int(threadIdx.x);
+    float v[kUnitElems];
+    staged_values<D, kRotate, kMma, In>(stage, si, u, masks, hb, v);
+    if (u >= si.units) continue;
+    cast_store_unit<D>(v, scale, t.x8 + staged_x8_offset<D>(t, it, si, u));
+  }
+}
+
+template <int D, bool kMma, class In, class G>
+__device__ __forceinline__ void run_block_item_d(const Tensor& t, const Item& it, Shared<G>& sm, uint4* stage) {
+  constexpr bool kCanRotate = (D & (D - 1)) == 0;
+  const auto go = [&](auto rotate) {
+    constexpr bool kRotate = decltype(rotate)::value;
+    if (t.block_rows == 1) cast_rows_staged<D, kRotate, kMma, In>(t, it, sm, stage);
+    else cast_block_staged<D, kRotate, kMma, In>(t, it, sm, stage);
+  };
+  if (kCanRotate && t.rotate) {
+    if constexpr (kCanRotate) go(std::true_type{});
+  } else {
+    go(std::false_type{});
+  }
+}
+
+// Dynamic shared memory: two stages of stage_units units (launch_blocks). kMma: the rotation of
+// head dims 128 and 256 on the tensor cores (hadamard_row_mma).
+template <class In, bool kMma>
+__global__ void __launch_bounds__(kThreads, 2) block_quantize_kernel(const __grid_constant__ Args a, int stage_units) {
+  using G = BlockGeometry;
+  __shared__ __align__(16) Shared<G> sm;
+  extern __shared__ uint4 stages[];
+  const int per_stage = stage_units * kGroups;
+  build_sign_masks(a, sm);
+  int j = blockIdx.x;
+  if (j < a.items) stage_item(a, j, stages);
+  for (int buf = 0; j < a.items; j += gridDim.x, buf ^= 1) {
+    if (j + int(gridDim.x) < a.items) {  // the next item's copies, into the other stage
+      stage_item(a, j + gridDim.x, stages + (buf ^ 1) * per_stage);
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    }
+    __syncthreads();  // item j's copies (every thread's) have landed; the sign masks are built
+    const Item it = decode_item<G>(a, j);
+    const Tensor& t = a.t[it.tensor];
+    with_head_dim(t.head_dim, [&](auto d) {
+      run_block_item_d<decltype(d)::value, kMma, In>(t, it, sm, stages + buf * per_stage);
+    });
+    __syncthreads();  // the stage (and the tile over it) is free for the item after next
+  }
+}
+
+}  // namespace flashcute::sm90::quant

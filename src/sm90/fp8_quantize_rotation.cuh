@@ -1,0 +1,226 @@
+// The FP8 quantizer's per-unit arithmetic (fp8_quantize.cu): memory-order helpers, the e4m3
+// conversion, unpacking 16-bit groups, and the Hadamard rotation of a row, by butterflies
+// (hadamard_row) or partly on the tensor cores (hadamard_row_mma).
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "sm90/fp8_quantize_types.cuh"
+
+namespace flashcute::sm90::quant {
+
+// ---- small device helpers ------------------------------------------------------------------
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ unsigned load_relaxed(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Publishes this thread's earlier writes (the atomicMax on the amax) with the count.
+__device__ __forceinline__ void add_release(unsigned* p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned long long global_timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Two fp32 values -> two e4m3 bytes (lo at the lower address), round to nearest even, finite
+// values beyond +-448 saturate to +-448 (= clamp, then round: what the torch path does).
+__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));  // 1st operand -> upper byte
+  return r;
+}
+
+// A group of 8 elements (16 bytes) of x. The first read of a chunk (A) keeps it in L2 for the
+// second; the second (B) is its last use, so its lines may go first.
+template <bool kLastUse>
+__device__ __forceinline__ uint4 load_group(const uint16_t* p) {
+  const uint4* q = reinterpret_cast<const uint4*>(p);
+  return kLastUse ? __ldcs(q) : __ldcg(q);
+}
+
+// 16-bit pairs -> fp32 (exact), after flipping the sign bits in `mask` (bits 15 and 31).
+__device__ __forceinline__ void unpack2(Bf16, uint32_t w, float& lo, float& hi) {
+  lo = __uint_as_float(w << 16);
+  hi = __uint_as_float(w & 0xffff0000u);
+}
+__device__ __forceinline__ void unpack2(Fp16, uint32_t w, float& lo, float& hi) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w));
+  lo = f.x;
+  hi = f.y;
+}
+
+// The rotation's signs s on a unit's packed pairs, by an XOR: masks (this thread's 16 words, one
+// 16-byte shared load per group, read per unit rather than held in 16 registers) has bit 15 / 31
+// set where a coordinate flips.
+__device__ __forceinline__ void apply_signs(uint4 (&raw)[kGroups], const uint32_t* masks) {
+#pragma unroll
+  for (int k = 0; k < kGroups; ++k) {
+    const uint4 m = reinterpret_cast<const uint4*>(masks)[k];
+    raw[k].x ^= m.x, raw[k].y ^= m.y, raw[k].z ^= m.z, raw[k].w ^= m.w;
+  }
+}
+
+// One unit (4 groups of 8) -> fp32, with the rotation's signs applied first (in place: apply_signs).
+template <class In, bool kRotate>
+__device__ __forceinline__ void unpack_unit(uint4 (&raw)[kGroups], const uint32_t* masks, float (&v)[kUnitElems]) {
+  if constexpr (kRotate) apply_signs(raw, masks);
+#pragma unroll
+  for (int k = 0; k < kGroups; ++k) {
+    const uint4 g = raw[k];
+    const uint32_t w[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+    for (int p = 0; p < 4; ++p) unpack2(In{}, w[p], v[k * kGroupElems + 2 * p], v[k * kGroupElems + 2 * p + 1]);
+  }
+}
+
+// Walsh-Hadamard transform of a row spread over NU adjacent lanes, 32 coordinates per lane.
+// Register i of lane l holds coordinate ((i / 8) * NU + l) * 8 + i % 8: register index bits
+// 0-2 and 3-4 and the lane bits are all coordinate bits, and the transform is one butterfly
+// (a, b) -> (a + b, a - b) per coordinate bit, in any order.
+// The butterflies of register index bits log2(kFirst) .. 4 (the others are done elsewhere).
+template <int kFirst>
+__device__ __forceinline__ void register_butterflies(float (&v)[kUnitElems]) {
+#pragma unroll
+  for (int h = kFirst; h < kUnitElems; h <<= 1) {
+#pragma unroll
+    for (int i = 0; i < kUnitElems; ++i) {
+      if (!(i & h)) {
+        const float a = v[i], b = v[i + h];
+        v[i] = a + b;
+        v[i + h] = a - b;
+      }
+    }
+  }
+}
+
+template <int NU>
+__device__ __forceinline__ void hadamard_row(float (&v)[kUnitElems]) {
+  register_butterflies<1>(v);
+  const int lane = threadIdx.x % NU;
+#pragma unroll
+  for (int m = 1; m < NU; m <<= 1) {
+    // the lower lane of a pair keeps a + b, the upper one a - b: fma(v, -+1, partner) is the
+    // sum or difference, rounded once (exactly as the add / subtract would be)
+    const float sign = (lane & m) ? -1.f : 1.f;
+#pragma unroll
+    for (int i = 0; i < kUnitElems; ++i) v[i] = fmaf(v[i], sign, __shfl_xor_sync(0xffffffffu, v[i], m));
+  }
+}
+
+// ---- the rotation on the tensor cores (both kernels, head dims 128 and 256) --------------------
+// Sylvester's H is a Kronecker product over the coordinate bits (H[i][j] = (-1)^popcount(i & j)),
+// so the transform may contract any 4 of them with one 16 x 16 matrix product and the rest with
+// butterflies. The units stay where hadamard_row has them (one per thread, a row's NU units on
+// adjacent lanes): register i of lane l holds coordinate ((i / 8) NU + l) 8 + e, e = i % 8. In a
+// warp's mma.m16n8k16 (thread t = 4 g + q) the contracted k16 is (e0, q0, q1, e1) -- A's register
+// pair is e0, q the lane in its group of 4 (lane bits 0-1 = coordinate bits 3-4), the second
+// register pair e1 -- and n the same four bits (C's pair e0, its n-tile e1). A's 16 rows are the
+// warp's 8 units (g) times e2: each thread's unit is its own row pair, no data moves between
+// lanes. One product per group i / 8 (4, of 2 n-tiles: 8 per warp and 32 units). The 16-bit
+// values and the +-1 entries are exact, accumulated in fp32; then the butterflies of e2 and i / 8
+// (register index bits 2-4) and, at D = 256, lane bit 2 through one shuffle: in place of 5
+// register and 2-3 shuffled stages (the shuffles were a quarter of the quantizer's instructions).
+template <class In>
+__device__ __forceinline__ uint32_t pm1_pair(bool neg_lo, bool neg_hi) {
+  constexpr uint32_t kOne = std::is_same<In, Bf16>::value ? 0x3F80u : 0x3C00u;  // 1.0 in bf16 / fp16
+  return (kOne | (neg_lo ? 0x8000u : 0u)) | (kOne | (neg_hi ? 0x8000u : 0u)) << 16;
+}
+
+// This lane's B fragments of H16 (.col: registers {k = 2q, 2q + 1} and {2q + 8, 2q + 9}, column
+// n = 8 nt + g): b[nt][r].
+template <class In>
+__device__ __forceinline__ void hadamard16_fragments(uint32_t (&b)[2][2]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int k0 = 2 * q + 8 * r, n = 8 * nt + g;
+      b[nt][r] = pm1_pair<In>(__popc(k0 & n) & 1, __popc((k0 + 1) & n) & 1);
+    }
+  }
+}
+
+template <class In>
+__device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          const uint32_t (&b)[2]) {
+  if constexpr (std::is_same<In, Bf16>::value) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %10, %10, %10};"
+        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b[0]), "r"(b[1]), "f"(0.f));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %10, %10, %10};"
+        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b[0]), "r"(b[1]), "f"(0.f));
+  }
+}
+
+// A unit's signed 16-bit values (raw, apply_signs done) -> y = its row's transform (unnormalised),
+// as hadamard_row<NU> computes it up to the order of the fp32 sums. Uniform over the warp.
+template <int NU, class In>
+__device__ __forceinline__ void hadamard_row_mma(const uint4 (&raw)[kGroups], const uint32_t (&hb)[2][2],
+                                                 float (&v)[kUnitElems]) {
+  static_assert(NU == 4 || NU == 8, "head dims 128 and 256");
+#pragma unroll
+  for (int k = 0; k < kGroups; ++k) {
+    // A = {e 0-1, e 4-5 (row g + 8: e2 = 1), e 2-3 (e1 = 1), e 6-7}
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      float c[4];
+      mma_16816<In>(c, raw[k].x, raw[k].z, raw[k].y, raw[k].w, hb[nt]);
+      const int i = k * kGroupElems + 2 * nt;  // C: (e2 = 0, e1 = nt, e0), then e2 = 1
+      v[i] = c[0], v[i + 1] = c[1];
+      v[i + 4] = c[2], v[i + 5] = c[3];
+    }
+  }
+  register_butterflies<4>(v);
+  if constexpr (NU == 8) {  // lane bit 2, as hadamard_row's shuffled stages
+    const float sign = (threadIdx.x & 4) ? -1.f : 1.f;
+#pragma unroll
+    for (int i = 0; i < kUnitElems; ++i) v[i] = fmaf(v[i], sign, __shfl_xor_sync(0xffffffffu, v[i], 4));
+  }
+}
+
+// Whether the rotated casts of head dim D use hadamard_row_mma (kMma: the launch's choice,
+// FLASHCUTE_FP8_QUANTIZE_MMA) rather than hadamard_row.
+template <int D, bool kRotate, bool kMma>
+constexpr bool kMmaRotation = kMma && kRotate && (D == 128 || D == 256);
+
+// The B fragments for hadamard_row_mma where kMmaRotation (otherwise unused, no instructions).
+template <int D, bool kRotate, bool kMma, class In>
+__device__ __forceinline__ void mma_fragments(uint32_t (&hb)[2][2]) {
+  if constexpr (kMmaRotation<D, kRotate, kMma>) hadamard16_fragments<In>(hb);
+  else hb[0][0] = hb[0][1] = hb[1][0] = hb[1][1] = 0;
+}
+
+// A unit's values y from its raw 16-bit groups: with the rotation (signs, transform) when kRotate,
+// on the tensor cores where kMmaRotation (uniform over the warp either way).
+template <int D, bool kRotate, bool kMma, class In>
+__device__ __forceinline__ void unit_values(uint4 (&raw)[kGroups], const uint32_t* masks, const uint32_t (&hb)[2][2],
+                                            float (&v)[kUnitElems]) {
+  if constexpr (kMmaRotation<D, kRotate, kMma>) {
+    apply_signs(raw, masks);
+    hadamard_row_mma<D / kUnitElems, In>(raw, hb, v);
+  } else {
+    unpack_unit<In, kRotate>(raw, masks, v);
+    if constexpr (kRotate) hadamard_row<D / kUnitElems>(v);
+  }
+}
+
+}  // namespace flashcute::sm90::quant
