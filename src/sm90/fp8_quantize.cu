@@ -59,7 +59,6 @@
 // per-unit arithmetic and the rotation), fp8_quantize_schedule.cuh (counter positions, items),
 // fp8_quantize_item.cuh (the per-slot kernel), fp8_quantize_blocks.cuh (the block-wise kernel);
 // here the varlen plan kernel and the host side.
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -68,7 +67,6 @@
 #include <map>
 #include <mutex>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 
 #include "common/fp8_quantize_params.h"

@@ -10,6 +10,7 @@
 
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
+#include "sm90/fp8_quantize_item.cuh"
 #include "sm90/fp8_quantize_rotation.cuh"
 #include "sm90/fwd_traits.cuh"
 
@@ -19,9 +20,11 @@ constexpr int kSolQrotUnits = 2;  // units a consumer thread quantizes per tile 
 constexpr int kSolQrotBarrier = 8;  // + wg: a named barrier no other role uses
 
 // scratch: this warpgroup's 128 * kSolQrotUnits * 32 bytes (the masks are read from it too); tid:
-// the thread in its warpgroup.
-CUTE_DEVICE void sol_q_quantize(const uint4* q16, int q16_n, uint8_t* scratch, int wg, int tid) {
+// the thread in its warpgroup. The per-unit steps are the quantizer's own (cast_rows_staged's).
+template <int kScratchBytes>
+CUTE_DEVICE void sol_q_quantize(const uint4* q16, int q16_n, uint8_t (&scratch)[kScratchBytes], int wg, int tid) {
   namespace qz = flashcute::sm90::quant;
+  static_assert(kScratchBytes == 128 * kSolQrotUnits * qz::kUnitElems, "one e4m3 unit per thread and step");
   uint32_t hb[2][2];
   qz::hadamard16_fragments<qz::Bf16>(hb);
   const uint32_t* masks = reinterpret_cast<const uint32_t*>(scratch) + (tid % 4) * qz::kMaskWords;
@@ -31,20 +34,13 @@ CUTE_DEVICE void sol_q_quantize(const uint4* q16, int q16_n, uint8_t* scratch, i
     uint4 raw[qz::kGroups];
     CUTE_UNROLL
     for (int k = 0; k < qz::kGroups; ++k) raw[k] = q16[(u * qz::kGroups + k) & (q16_n - 1)];
-    qz::apply_signs(raw, masks);
     float v[qz::kUnitElems];
-    qz::hadamard_row_mma<4, qz::Bf16>(raw, hb, v);
-    float ss = 0.f;
-    CUTE_UNROLL
-    for (int j = 0; j < qz::kUnitElems; ++j) ss = fmaf(v[j], v[j], ss);
-    ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-    ss += __shfl_xor_sync(0xffffffffu, ss, 2);
-    const float scale = qz::kE4m3Max * __frcp_rn(__fsqrt_rn(ss));
-    uint32_t b[8];
-    CUTE_UNROLL
-    for (int w = 0; w < 8; ++w)
-      b[w] = qz::e4m3x2(v[4 * w] * scale, v[4 * w + 1] * scale) | qz::e4m3x2(v[4 * w + 2] * scale, v[4 * w + 3] * scale) << 16;
-    uint4* dst = reinterpret_cast<uint4*>(scratch + u * 32);
+    qz::unit_values<128, true, true, qz::Bf16>(raw, masks, hb, v);
+    float descale;
+    const float scale = qz::scale_of(__fsqrt_rn(qz::row_sum_squares<4>(v)), 1.f, &descale);
+    uint32_t b[qz::kUnitWords];
+    qz::vt_cast_bytes(v, scale, b);
+    uint4* dst = reinterpret_cast<uint4*>(scratch + u * qz::kUnitElems);
     dst[0] = make_uint4(b[0], b[1], b[2], b[3]);
     dst[1] = make_uint4(b[4], b[5], b[6], b[7]);
   }
