@@ -93,6 +93,27 @@ CUTE_DEVICE void wgmma_issue(TiledMma& mma, TA&& tA, TB const& tB, TC& tC, bool 
   if constexpr (kARegs) warpgroup_fence_operand(tA);
 }
 
+// wgmma_issue over the first kSteps k-steps only: the narrow first key block's P V, whose P is
+// zero past its visible keys (kNarrowFirst). A compile-time count: a wgmma under a runtime
+// condition inside the arrive / commit group made ptxas serialise every wgmma of the kernel
+// (C7520).
+template <int kSteps, class TiledMma, class TA, class TB, class TC>
+CUTE_DEVICE void wgmma_issue_prefix(TiledMma& mma, TA&& tA, TB const& tB, TC& tC) {
+  static_assert(kSteps <= decltype(size<2>(tA))::value);
+  warpgroup_fence_operand(tA);
+  warpgroup_fence_operand(tC);
+  warpgroup_arrive();
+  mma.accumulate_ = GMMA::ScaleOut::Zero;
+  CUTE_UNROLL
+  for (int k = 0; k < kSteps; ++k) {
+    cute::gemm(mma, tA(_, _, k), tB(_, _, k), tC);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(tC);
+  warpgroup_fence_operand(tA);
+}
+
 // Issue two tiled WGMMAs as one commit group with their k-steps alternated (A/B switch
 // FLASHCUTE_SM90_INTERLEAVE_SPV): S(n) and O += P(n+1) V(n+1) accumulate into different
 // registers, so alternating them keeps two independent accumulator chains in flight.
@@ -141,6 +162,19 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 #define FLASHCUTE_SM90_PIN_PV_WAIT 2
 #endif
 
+// The first key block of a warpgroup's range as a narrower block (A/B switch): where the
+// warpgroup's rows see only that block's first W < kBlockN keys (the end of the keys, e.g. 64 of
+// a 192-key block at 4k; the causal diagonal's upper half for the first warpgroup of a 128 x 128
+// tile), S is an m64nW WGMMA on K's first W rows, the mask and the softmax run on those W
+// columns, and P V issues only their W / kMmaK k-steps. The columns left out are masked for
+// every row of the warpgroup, so P is the same and O and the LSE keep their bits.
+#ifndef FLASHCUTE_SM90_NARROW_FIRST
+#define FLASHCUTE_SM90_NARROW_FIRST 0
+#endif
+#ifndef FLASHCUTE_SM90_NARROW_PV  // 0: the narrow block's P V takes every k-step (P's others zero)
+#define FLASHCUTE_SM90_NARROW_PV 1
+#endif
+
 // wgmma.wait_group N that ptxas cannot move above the computation of `dep`.
 // Why: ptxas schedules a wait_group as early as its basic block allows (it models no cost for the
 // wait). In the steady-state loop that put the wait for O += P(n+1) V(n+1) at the top of the
@@ -186,6 +220,40 @@ struct Mainloop {
   static constexpr bool kBlockDescale = Traits::kVColMajor;
   static_assert(!kTwoP || (!FLASHCUTE_SM90_INTERLEAVE_SPV && !FLASHCUTE_SM90_V_BEFORE_TURN),
                 "one steady-state schedule at a time");
+  // Narrow first blocks (FLASHCUTE_SM90_NARROW_FIRST): widths kNarrowW1 = 64 and, above 128 keys,
+  // kNarrowW2 = 128. Not with
+  // the interleaved S / P V issue, whose P V always takes every k-step.
+  static constexpr bool kNarrowFirst = FLASHCUTE_SM90_NARROW_FIRST && kBlockN > 64 && !FLASHCUTE_SM90_INTERLEAVE_SPV;
+  static constexpr int kPvSteps = kBlockN / Traits::kMmaK;
+  static constexpr int kNarrowW1 = 64, kNarrowW2 = kBlockN > 128 ? 128 : kNarrowW1;
+  // The narrow block's P V over its k-steps only: not with two P buffers, where a P V of either
+  // length in the first turn made ptxas serialise every wgmma (C7520); P's other k-steps are
+  // zeroed there instead.
+  static constexpr bool kNarrowPv = kNarrowFirst && !kTwoP && FLASHCUTE_SM90_NARROW_PV;
+
+  // A narrow first block's GEMM-I (kNarrowFirst): m64nW on K's first W rows of each stage.
+  template <int W>
+  using TiledMmaQKNarrow = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<W>, Int<kHeadDim>>>(), typename Traits::AtomLayout{}));
+  using MmaQKW1 = TiledMmaQKNarrow<kNarrowW1>;
+  using MmaQKW2 = TiledMmaQKNarrow<kNarrowW2>;
+  // The first block's width: kNarrowW1 or kNarrowW2 where the warpgroup's last row (rows see
+  // key prefixes that grow with the row) sees no more of block n than that, else kBlockN (and
+  // always for a warpgroup wholly past the sequence's end).
+  CUTE_DEVICE static int first_block_width(WindowMask const& mask, TileRange const& r, int wg_row_begin, int n) {
+    if constexpr (!kNarrowFirst) {
+      return kBlockN;
+    } else {
+      const int last_row = min(wg_row_begin + 64, r.row_end) - 1;
+      if (last_row < wg_row_begin) return kBlockN;
+      const int keys = mask.key_end(last_row + mask.diag_offset) - n * kBlockN;
+      return keys <= kNarrowW1 ? kNarrowW1 : (keys <= kNarrowW2 ? kNarrowW2 : kBlockN);
+    }
+  }
+  template <int W, class TensorK>
+  CUTE_DEVICE static auto narrow_keys(TensorK const& sK) {
+    return local_tile(sK, Shape<Int<W>, Int<kHeadDim>, Int<Traits::kStages>>{}, make_coord(_0{}, _0{}, _0{}));
+  }
 
   // ---------------------------------------------------------------- producer ------------------
   // Thread 0 alone runs load(): every TMA load. FP8: the transposing warps run transpose(),
@@ -509,8 +577,9 @@ struct Mainloop {
           c_row[i] = (softcap ? softcap_inv : scale_log2) * bd.q_row(min(r.row_begin + int(get<0>(cRowCol(i, 0))), r.row_end - 1));
       }
 
-      // Softcap, then the mask only on the blocks that need it, then the online softmax.
-      auto scores_to_p = [&](int n) {
+      // Softcap, then the mask only on the blocks that need it, then the online softmax, on S's
+      // fragment tS and its (row, col) views sRC, cRC (all of tSrS, or a narrow first block's).
+      auto scores_to_p_on = [&](int n, auto& tS, auto&& sRC, auto const& cRC) {
         float sc[kRows];
         float k_n = 1.f, v_n = 1.f;
         if constexpr (kBlockDescale) {
@@ -522,36 +591,55 @@ struct Mainloop {
             CUTE_UNROLL
             for (int i = 0; i < kRows; ++i) {
               CUTE_UNROLL
-              for (int c = 0; c < size<1>(sRowCol); ++c) sRowCol(i, c) = tanhf(sRowCol(i, c) * sc[i]);
+              for (int c = 0; c < size<1>(sRC); ++c) sRC(i, c) = tanhf(sRC(i, c) * sc[i]);
               sc[i] = p.softcap_log2;
             }
           }
         } else if (softcap) {
-          apply_softcap(tSrS, softcap_inv);
+          apply_softcap(tS, softcap_inv);
         }
         if (mask.template block_needs_mask<kBlockN>(n, wg_row_begin, wg_row_begin + 64)) {
           // The bit-mask form (R2P + FSEL), except at 16-bit d=128, where it spilled: the two P
           // buffers leave no registers for it.
-          mask.template apply<!kTwoP>(sRowCol, cRowCol, r.row_begin, n * kBlockN);
+          mask.template apply<!kTwoP>(sRC, cRC, r.row_begin, n * kBlockN);
         }
         if constexpr (kBlockDescale) {
-          softmax.online_scaled(sRowCol, sc, __log2f(v_n), __frcp_rn(v_n), corr);
+          softmax.online_scaled(sRC, sc, __log2f(v_n), __frcp_rn(v_n), corr);
         } else {
-          softmax.online(sRowCol, scale_log2, corr);
+          softmax.online(sRC, scale_log2, corr);
         }
       };
-      auto convert_p_into = [&](auto& dst) {
+      auto scores_to_p = [&](int n) { scores_to_p_on(n, tSrS, sRowCol, cRowCol); };
+      // P of S's fragment tS into dst (the first size(tS) elements of a P buffer: P's register
+      // order follows S's, k-step by k-step).
+      auto convert_into = [&](auto const& tS, auto&& dst) {
         if constexpr (Traits::kFp8) {
 #ifndef FLASHCUTE_SM90_SOL_NOCONV  // speed-of-light ablation only: wrong results
-          pack_p_fp8(tSrS, dst);
+          pack_p_fp8(tS, dst);
 #endif
         } else {
-          Tensor rP = convert_fragment<Element>(tSrS);
+          Tensor rP = convert_fragment<Element>(tS);
           CUTE_UNROLL
           for (int i = 0; i < size(rP); ++i) dst(i) = rP(i);
         }
       };
+      auto convert_p_into = [&](auto& dst) { convert_into(tSrS, dst); };
       auto convert_p = [&]() { convert_p_into(tOrP); };
+      // O += P V over the whole block, or over the narrow first block's k-steps (first_pv_steps).
+      int first_pv_steps = kPvSteps;
+      auto issue_pv_of = [&](auto& pc, int stage, bool first) {
+        if constexpr (kNarrowPv) {
+          if (first && first_pv_steps < kPvSteps) {  // the first P V zero-initialises O
+            if (first_pv_steps == kNarrowW1 / Traits::kMmaK) {
+              wgmma_issue_prefix<kNarrowW1 / Traits::kMmaK>(mma_pv, pc, tOrV(_, _, _, stage), tOrO);
+            } else {
+              wgmma_issue_prefix<kNarrowW2 / Traits::kMmaK>(mma_pv, pc, tOrV(_, _, _, stage), tOrO);
+            }
+            return;
+          }
+        }
+        wgmma_issue<true>(mma_pv, pc, tOrV(_, _, _, stage), tOrO, first);
+      };
       auto release_q = [&]() {
         if constexpr (!Traits::kOAliasQ) cutlass::arch::ClusterBarrier::arrive(q_empty(ss));
       };
@@ -589,19 +677,62 @@ struct Mainloop {
       }
 
       if constexpr (Traits::kIntraWGOverlap) {
-        // Prologue: S(n_max-1) alone.
+        // Prologue: S(n_top-1) alone, W key columns wide (kBlockN, or narrower: kNarrowFirst).
+        // A narrow S has registers of its own: written by an m64nW wgmma in one path and by the
+        // m64nN one in the other, tSrS made ptxas serialise every wgmma of the kernel (C7520).
+        // Prologue: S(n_top-1) alone, kBlockN key columns wide or, where the warpgroup's rows see
+        // no more than the block's first W keys (kNarrowFirst), W wide: an m64nW GEMM into
+        // registers of its own (tSw), the softmax on those W columns, P's other k-steps zero or
+        // not issued. Only the GEMM's issue and the softmax are in the width's branches, each
+        // width with its own accumulator: with the wait and the release inside them too, or a
+        // narrow S in tSrS's registers, ptxas serialised every wgmma of the two-P kernel (C7520).
+        MmaQKW1 mma_w1;
+        MmaQKW2 mma_w2;
+        Tensor tSw1 = partition_fragment_C(mma_w1, Shape<Int<kBlockM>, Int<kNarrowW1>>{});
+        Tensor tSw2 = partition_fragment_C(mma_w2, Shape<Int<kBlockM>, Int<kNarrowW2>>{});
+        const int width = first_block_width(mask, r, wg_row_begin, n_top - 1);
+        auto issue_narrow_s = [&](auto& mma_w, auto& tSw) {
+          constexpr int W = decltype(size<1>(typename std::decay_t<decltype(mma_w)>::AtomShape_MNK{}))::value;
+          Tensor tSrKw = mma_w.get_thread_slice(wg * 128).partition_fragment_B(narrow_keys<W>(sK));
+          wgmma_issue<false>(mma_w, q_desc(state_k.index()), tSrKw(_, _, _, state_k.index()), tSw, true);
+        };
+        auto narrow_p = [&](auto& mma_w, auto& tSw) {
+          constexpr int W = decltype(size<1>(typename std::decay_t<decltype(mma_w)>::AtomShape_MNK{}))::value;
+          warpgroup_fence_operand(tSw);
+          Tensor tScSw = mma_w.get_thread_slice(tid).partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<W>>{}));
+          scores_to_p_on(n_top - 1, tSw, make_tensor(tSw.data(), acc_rowcol(tSw.layout())),
+                         make_tensor(tScSw.data(), acc_rowcol(tScSw.layout())));
+          convert_into(tSw, make_tensor(tOrP.data(), make_layout(size(tSw))));
+          first_pv_steps = W / Traits::kMmaK;
+          if constexpr (!kNarrowPv) {
+            CUTE_UNROLL
+            for (int i = size(tSw); i < size(tOrP); ++i) tOrP(i) = Element(0);
+          }
+        };
         pipe_k.consumer_wait(state_k);
         sched_wait();
-        wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
+        if (kNarrowFirst && width == kNarrowW1) {
+          issue_narrow_s(mma_w1, tSw1);
+        } else if (kNarrowFirst && kNarrowW2 != kNarrowW1 && width == kNarrowW2) {
+          issue_narrow_s(mma_w2, tSw2);
+        } else {
+          wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
+        }
         sched_signal();
         trace(kTrS0);
-        after_first_s();  // runs while S(n_max-1) is on the tensor cores
+        after_first_s();  // runs while S(n_top-1) is on the tensor cores
         warpgroup_wait<0>();
-        warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(state_k);
         ++state_k;
-        scores_to_p(n_top - 1);
-        convert_p();
+        if (kNarrowFirst && width == kNarrowW1) {
+          narrow_p(mma_w1, tSw1);
+        } else if (kNarrowFirst && kNarrowW2 != kNarrowW1 && width == kNarrowW2) {
+          narrow_p(mma_w2, tSw2);
+        } else {
+          warpgroup_fence_operand(tSrS);
+          scores_to_p(n_top - 1);
+          convert_p();
+        }
         trace(kTrP0);
         bool first_pv = true;
         if constexpr (kTwoP) {
@@ -621,7 +752,7 @@ struct Mainloop {
           };
           auto issue_pv = [&](auto& pc) {
             pipe_v.consumer_wait(state_v);
-            wgmma_issue<true>(mma_pv, pc, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
+            issue_pv_of(pc, state_v.index(), first_pv);
             first_pv = false;
             v_busy = state_v;
             ++state_v;
@@ -682,7 +813,7 @@ struct Mainloop {
               FC_TRACE_LOOP(trace(kTrQKIssued));
               if constexpr (!FLASHCUTE_SM90_V_BEFORE_TURN) pipe_v.consumer_wait(state_v);
               FC_TRACE_LOOP(trace(kTrVReady));
-              wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
+              issue_pv_of(tOrP, state_v.index(), first_pv);
               first_pv = false;
               FC_TRACE_LOOP(trace(kTrPVIssued));
               sched_signal();
@@ -713,7 +844,7 @@ struct Mainloop {
           // Epilogue: the last O += P V alone.
           pipe_v.consumer_wait(state_v);
           sched_wait();
-          wgmma_issue<true>(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO, first_pv);
+          issue_pv_of(tOrP, state_v.index(), first_pv);
           sched_signal();
           trace(kTrLastPV);
           warpgroup_wait<0>();
