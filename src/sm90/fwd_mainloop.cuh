@@ -225,7 +225,10 @@ struct Mainloop {
   // the interleaved S / P V issue, whose P V always takes every k-step.
   static constexpr bool kNarrowFirst = FLASHCUTE_SM90_NARROW_FIRST && kBlockN > 64 && !FLASHCUTE_SM90_INTERLEAVE_SPV;
   static constexpr int kPvSteps = kBlockN / Traits::kMmaK;
-  static constexpr int kNarrowW1 = 64, kNarrowW2 = kBlockN > 128 ? 128 : kNarrowW1;
+#ifndef FLASHCUTE_SM90_NARROW_W2  // 0: no 128-key width for 192-key blocks
+#define FLASHCUTE_SM90_NARROW_W2 1
+#endif
+  static constexpr int kNarrowW1 = 64, kNarrowW2 = kBlockN > 128 && FLASHCUTE_SM90_NARROW_W2 ? 128 : kNarrowW1;
   // The narrow block's P V over its k-steps only: not with two P buffers, where a P V of either
   // length in the first turn made ptxas serialise every wgmma (C7520); P's other k-steps are
   // zeroed there instead.
