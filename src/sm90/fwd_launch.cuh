@@ -279,6 +279,7 @@ FLASHCUTE_SM90_CFG_MEMBER(TransposeWarps, kTransposeWarps, int, 2)      // FP8 (
 FLASHCUTE_SM90_CFG_MEMBER(TransposeBatch, kTransposeBatch, int, 0)      // FP8; 0: by registers
 FLASHCUTE_SM90_CFG_MEMBER(TwoP, kTwoP, bool, false)                     // two P buffers (fwd_traits.cuh)
 FLASHCUTE_SM90_CFG_MEMBER(QAhead, kQAhead, bool, false)                 // two Q buffers (fwd_traits.cuh)
+FLASHCUTE_SM90_CFG_MEMBER(NarrowFirst, kNarrowFirst, bool, false)       // narrow first key block (fwd_mainloop.cuh)
 #undef FLASHCUTE_SM90_CFG_MEMBER
 
 template <class Element, class ElementO, class Cfg, int HDIM, int HDIM_V, bool kVColMajor = false>
@@ -295,7 +296,8 @@ int run_fwd_typed(const FwdParams& p) {
                            bool(FLASHCUTE_SM90_INTRAWG_OVERLAP), ElementO,
                            StagesV<Cfg>::value, NumMmaWG<Cfg>::value, kVColMajor ? 24 : ProducerRegs<Cfg>::value,
                            RederiveQDesc<Cfg>::value, TransposeWarps<Cfg>::value,
-                           TransposeBatch<Cfg>::value, kVColMajor, TwoP<Cfg>::value, QAhead<Cfg>::value>;
+                           TransposeBatch<Cfg>::value, kVColMajor, TwoP<Cfg>::value, QAhead<Cfg>::value,
+                           NarrowFirst<Cfg>::value>;
   return launch_fwd<Traits>(p, Cfg::kSections && FLASHCUTE_SM90_L2_SECTIONS);
 }
 // e4m3 in; out in p.out_dtype (0 fp16, else bf16). V^T in (p.v_colmajor): built with bf16 out

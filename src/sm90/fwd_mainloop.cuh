@@ -162,15 +162,15 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 #define FLASHCUTE_SM90_PIN_PV_WAIT 2
 #endif
 
-// The first key block of a warpgroup's range as a narrower block (A/B switch): where the
-// warpgroup's rows see only that block's first W < kBlockN keys (the end of the keys, e.g. 64 of
-// a 192-key block at 4k; the causal diagonal's upper half for the first warpgroup of a 128 x 128
-// tile), S is an m64nW WGMMA on K's first W rows, the mask and the softmax run on those W
-// columns, and P V issues only their W / kMmaK k-steps. The columns left out are masked for
-// every row of the warpgroup, so P is the same and O and the LSE keep their bits.
-#ifndef FLASHCUTE_SM90_NARROW_FIRST
-#define FLASHCUTE_SM90_NARROW_FIRST 0
-#endif
+// The first key block of a warpgroup's range as a narrower block (FwdTraits::kNarrowFirst; A/B
+// switch FLASHCUTE_SM90_NARROW_FIRST): where the warpgroup's rows see only that block's first
+// W < kBlockN keys (the end of the keys, e.g. 64 of a 192-key block at 4k; the causal diagonal's
+// upper half for the first warpgroup of a 128 x 128 tile), S is an m64nW WGMMA on K's first W
+// rows, the mask and the softmax run on those W columns, and P V issues only their W / kMmaK
+// k-steps. The columns left out are masked for every row of the warpgroup, so P is the same:
+// 16-bit O and LSE keep their bits (run 146); e4m3 P V sums its products differently when it
+// skips the zero k-steps (last-bit differences). W = 64, and 128 for 192-key blocks with
+// FLASHCUTE_SM90_NARROW_W2 (off: its 64 accumulator registers serialised the e4m3 wgmmas, C7515).
 #ifndef FLASHCUTE_SM90_NARROW_PV  // 0: the narrow block's P V takes every k-step (P's others zero)
 #define FLASHCUTE_SM90_NARROW_PV 1
 #endif
@@ -223,10 +223,10 @@ struct Mainloop {
   // Narrow first blocks (FLASHCUTE_SM90_NARROW_FIRST): widths kNarrowW1 = 64 and, above 128 keys,
   // kNarrowW2 = 128. Not with
   // the interleaved S / P V issue, whose P V always takes every k-step.
-  static constexpr bool kNarrowFirst = FLASHCUTE_SM90_NARROW_FIRST && kBlockN > 64 && !FLASHCUTE_SM90_INTERLEAVE_SPV;
+  static constexpr bool kNarrowFirst = Traits::kNarrowFirst && kBlockN > 64 && !FLASHCUTE_SM90_INTERLEAVE_SPV;
   static constexpr int kPvSteps = kBlockN / Traits::kMmaK;
-#ifndef FLASHCUTE_SM90_NARROW_W2  // 0: no 128-key width for 192-key blocks
-#define FLASHCUTE_SM90_NARROW_W2 1
+#ifndef FLASHCUTE_SM90_NARROW_W2  // 1: a 128-key width too for 192-key blocks
+#define FLASHCUTE_SM90_NARROW_W2 0
 #endif
   static constexpr int kNarrowW1 = 64, kNarrowW2 = kBlockN > 128 && FLASHCUTE_SM90_NARROW_W2 ? 128 : kNarrowW1;
   // The narrow block's P V over its k-steps only: not with two P buffers, where a P V of either

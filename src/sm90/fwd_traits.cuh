@@ -41,6 +41,9 @@ using namespace cute;
 #ifndef FLASHCUTE_SM90_TWO_P
 #define FLASHCUTE_SM90_TWO_P 0  // A/B builds: two P buffers whatever the tile says (FwdTraits::kTwoP)
 #endif
+#ifndef FLASHCUTE_SM90_NARROW_FIRST
+#define FLASHCUTE_SM90_NARROW_FIRST 0  // A/B builds: the narrow first block whatever the tile says (FwdTraits::kNarrowFirst)
+#endif
 #ifndef FLASHCUTE_SM90_SPLIT_Q
 #define FLASHCUTE_SM90_SPLIT_Q 0  // A/B switch: Q in one part per consumer warpgroup (FwdTraits::kSplitQ);
 #endif                            // 1 where it fits without spills, 2 in every kernel
@@ -64,7 +67,7 @@ template <class Element_, int kHeadDim_, int kHeadDimV_, int kBlockN_, int kStag
           int kOStaging_, bool kPingPong_ = true, bool kIntraWGOverlap_ = true,
           class ElementO_ = Element_, int kStagesV_ = 0, int kNumMmaWG_ = 2, int kProducerRegs_ = 24,
           bool kRederiveQDesc_ = false, int kTransposeWarps_ = 2, int kTransposeBatch_ = 0,
-          bool kVColMajor_ = false, bool kTwoP_ = false, bool kQAhead_ = false>
+          bool kVColMajor_ = false, bool kTwoP_ = false, bool kQAhead_ = false, bool kNarrowFirst_ = false>
 struct FwdTraits {
   using Element = Element_;    // q, k, v
   using ElementO = ElementO_;  // out (bf16/fp16; differs from Element only for FP8)
@@ -86,6 +89,9 @@ struct FwdTraits {
   // registers of a second P (32 at bf16 d=128). It pays only once V arrives in time (V^T loaded
   // as 2 boxes, not 32): run 87, bf16 d=128, alone -7..-14 %, with the V^T layout +3..+11 %.
   static constexpr bool kTwoP = kTwoP_ || bool(FLASHCUTE_SM90_TWO_P);
+  // A warpgroup's first key block as a narrower block where its rows see only its first 64
+  // keys (fwd_mainloop.cuh, Mainloop::kNarrowFirst), a tile's choice (TileConfig::kNarrowFirst).
+  static constexpr bool kNarrowFirst = kNarrowFirst_ || bool(FLASHCUTE_SM90_NARROW_FIRST);
   // Consumer warpgroups, 64 query rows each (one wgmma M). 3 (kBlockM = 192, FA3's choice at
   // d=64) lets two warpgroups' GEMMs cover one's softmax where the softmax costs as much as
   // the GEMMs (16-bit d=64; e4m3 d=64 too, run 60).
