@@ -220,9 +220,9 @@ struct Mainloop {
   static constexpr bool kBlockDescale = Traits::kVColMajor;
   static_assert(!kTwoP || (!FLASHCUTE_SM90_INTERLEAVE_SPV && !FLASHCUTE_SM90_V_BEFORE_TURN),
                 "one steady-state schedule at a time");
-  // Narrow first blocks (FLASHCUTE_SM90_NARROW_FIRST): widths kNarrowW1 = 64 and, above 128 keys,
-  // kNarrowW2 = 128. Not with
-  // the interleaved S / P V issue, whose P V always takes every k-step.
+  // Narrow first blocks (FwdTraits::kNarrowFirst): width kNarrowW1 = 64, and kNarrowW2 = 128 for
+  // 192-key blocks with FLASHCUTE_SM90_NARROW_W2. Not with the interleaved S / P V issue, whose
+  // P V always takes every k-step.
   static constexpr bool kNarrowFirst = Traits::kNarrowFirst && kBlockN > 64 && !FLASHCUTE_SM90_INTERLEAVE_SPV;
   static constexpr int kPvSteps = kBlockN / Traits::kMmaK;
 #ifndef FLASHCUTE_SM90_NARROW_W2  // 1: a 128-key width too for 192-key blocks
@@ -680,9 +680,6 @@ struct Mainloop {
       }
 
       if constexpr (Traits::kIntraWGOverlap) {
-        // Prologue: S(n_top-1) alone, W key columns wide (kBlockN, or narrower: kNarrowFirst).
-        // A narrow S has registers of its own: written by an m64nW wgmma in one path and by the
-        // m64nN one in the other, tSrS made ptxas serialise every wgmma of the kernel (C7520).
         // Prologue: S(n_top-1) alone, kBlockN key columns wide or, where the warpgroup's rows see
         // no more than the block's first W keys (kNarrowFirst), W wide: an m64nW GEMM into
         // registers of its own (tSw), the softmax on those W columns, P's other k-steps zero or
