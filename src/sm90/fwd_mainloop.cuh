@@ -38,9 +38,6 @@
 #include "sm90/fwd_fp8.cuh"
 #include "sm90/fwd_softmax.cuh"
 #include "sm90/fwd_traits.cuh"
-#if FLASHCUTE_SM90_SOL_QROT
-#include "sm90/sol_q_quantize.cuh"
-#endif
 #include "sm90/tile_scheduler.cuh"
 #include "sm90/trace.cuh"
 
@@ -650,11 +647,6 @@ struct Mainloop {
       cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar.q_full[q_part()], q_full_phase());
       q_phase ^= 1;
       trace(kTrQ);
-#if FLASHCUTE_SM90_SOL_QROT
-      static_assert(Traits::kHeadDim == 128 && Traits::kNumMmaWG == 2, "the cost ablation's shape");
-      sol_q_quantize(reinterpret_cast<const uint4*>(ss.q.data() + q_offset()),
-                     int(cosize_v<typename Traits::SmemLayoutQ> * sizeof(Element) / 16), ss.bar.sol_qrot[wg], wg, tid % 128);
-#endif
 
       // The key blocks at the top of the tile's range that no row of this warpgroup can see
       // (causal: a tile's first warpgroup ends up to kBlockM - 64 rows above the diagonal that

@@ -261,9 +261,6 @@ struct FwdTraits {
     TileHeader tile;              // this tile's index, published on tile_full (tile_scheduler.cuh)
     int v_end[kStagesV];          // FP8 transposing warps: nonzero = the end, no V block here
     alignas(8) uint64_t hdr_empty;  // kHeaderBarrier: consumer arrivals: the tile header was read (once per header)
-#if FLASHCUTE_SM90_SOL_QROT
-    alignas(16) uint8_t sol_qrot[2][128 * 2 * 32];  // sol_q_quantize.cuh's scratch, per consumer warpgroup (size asserted there)
-#endif
   };
   // FP8's TMA landing buffer for V (its 1024-byte alignment comes with the array); an empty
   // member otherwise.
