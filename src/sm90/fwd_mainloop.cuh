@@ -72,43 +72,27 @@ CUTE_DEVICE TileRange tile_range(WindowMask const& mask, SeqInfo const& seq, int
   return r;
 }
 
-// Issue one warpgroup's share of a tiled WGMMA (all k-steps) as one commit group; no wait.
-// kARegs: A is a register fragment (RS), else a smem descriptor fragment (SS).
-template <bool kARegs, class TiledMma, class TA, class TB, class TC>
+// Issue one warpgroup's share of a tiled WGMMA (all k-steps, or the first kSteps > 0: the narrow
+// first key block's P V, whose P is zero past its visible keys) as one commit group; no wait.
+// kARegs: A is a register fragment (RS), else a smem descriptor fragment (SS). A compile-time
+// count: a wgmma under a runtime condition inside the arrive / commit group made ptxas serialise
+// every wgmma of the kernel (C7520).
+template <bool kARegs, int kSteps = 0, class TiledMma, class TA, class TB, class TC>
 CUTE_DEVICE void wgmma_issue(TiledMma& mma, TA&& tA, TB const& tB, TC& tC, bool zero_init) {
+  constexpr int kK = kSteps > 0 ? kSteps : decltype(size<2>(tA))::value;
+  static_assert(kK <= decltype(size<2>(tA))::value);
   if constexpr (kARegs) warpgroup_fence_operand(tA);
   warpgroup_fence_operand(tC);
   warpgroup_arrive();
   mma.accumulate_ = zero_init ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
   CUTE_UNROLL
-  for (int k = 0; k < size<2>(tA); ++k) {
+  for (int k = 0; k < kK; ++k) {
     cute::gemm(mma, tA(_, _, k), tB(_, _, k), tC);
     mma.accumulate_ = GMMA::ScaleOut::One;
   }
   warpgroup_commit_batch();
   warpgroup_fence_operand(tC);
   if constexpr (kARegs) warpgroup_fence_operand(tA);
-}
-
-// wgmma_issue over the first kSteps k-steps only: the narrow first key block's P V, whose P is
-// zero past its visible keys (kNarrowFirst). A compile-time count: a wgmma under a runtime
-// condition inside the arrive / commit group made ptxas serialise every wgmma of the kernel
-// (C7520).
-template <int kSteps, class TiledMma, class TA, class TB, class TC>
-CUTE_DEVICE void wgmma_issue_prefix(TiledMma& mma, TA&& tA, TB const& tB, TC& tC) {
-  static_assert(kSteps <= decltype(size<2>(tA))::value);
-  warpgroup_fence_operand(tA);
-  warpgroup_fence_operand(tC);
-  warpgroup_arrive();
-  mma.accumulate_ = GMMA::ScaleOut::Zero;
-  CUTE_UNROLL
-  for (int k = 0; k < kSteps; ++k) {
-    cute::gemm(mma, tA(_, _, k), tB(_, _, k), tC);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
-  warpgroup_fence_operand(tC);
-  warpgroup_fence_operand(tA);
 }
 
 // Issue two tiled WGMMAs as one commit group with their k-steps alternated (A/B switch
@@ -166,8 +150,8 @@ CUTE_DEVICE void wgmma_issue_pair(Mma1& m1, TA1 const& a1, TB1 const& b1, TC1& c
 // rows, the mask and the softmax run on those W columns, and P V issues only their W / kMmaK
 // k-steps. The columns left out are masked for every row of the warpgroup, so P is the same:
 // 16-bit O and LSE keep their bits (run 146); e4m3 P V sums its products differently when it
-// skips the zero k-steps (last-bit differences). W = 64, and 128 for 192-key blocks with
-// FLASHCUTE_SM90_NARROW_W2 (off: its 64 accumulator registers serialised the e4m3 wgmmas, C7515).
+// skips the zero k-steps (last-bit differences). W = 64 only: a second width of 128 for 192-key
+// blocks, with 64 accumulator registers of its own, serialised the e4m3 wgmmas (C7515, session 39).
 #ifndef FLASHCUTE_SM90_NARROW_PV  // 0: the narrow block's P V takes every k-step (P's others zero)
 #define FLASHCUTE_SM90_NARROW_PV 1
 #endif
@@ -217,42 +201,29 @@ struct Mainloop {
   static constexpr bool kBlockDescale = Traits::kVColMajor;
   static_assert(!kTwoP || (!FLASHCUTE_SM90_INTERLEAVE_SPV && !FLASHCUTE_SM90_V_BEFORE_TURN),
                 "one steady-state schedule at a time");
-  // Narrow first blocks (FwdTraits::kNarrowFirst): width kNarrowW1 = 64, and kNarrowW2 = 128 for
-  // 192-key blocks with FLASHCUTE_SM90_NARROW_W2. Not with the interleaved S / P V issue, whose
-  // P V always takes every k-step.
+  // Narrow first blocks (FwdTraits::kNarrowFirst), kNarrowW keys wide. Not with the interleaved
+  // S / P V issue, whose P V always takes every k-step.
   static constexpr bool kNarrowFirst = Traits::kNarrowFirst && kBlockN > 64 && !FLASHCUTE_SM90_INTERLEAVE_SPV;
-  static constexpr int kPvSteps = kBlockN / Traits::kMmaK;
-#ifndef FLASHCUTE_SM90_NARROW_W2  // 1: a 128-key width too for 192-key blocks
-#define FLASHCUTE_SM90_NARROW_W2 0
-#endif
-  static constexpr int kNarrowW1 = 64, kNarrowW2 = kBlockN > 128 && FLASHCUTE_SM90_NARROW_W2 ? 128 : kNarrowW1;
+  static constexpr int kNarrowW = 64;
   // The narrow block's P V over its k-steps only: not with two P buffers, where a P V of either
   // length in the first turn made ptxas serialise every wgmma (C7520); P's other k-steps are
   // zeroed there instead.
   static constexpr bool kNarrowPv = kNarrowFirst && !kTwoP && FLASHCUTE_SM90_NARROW_PV;
 
   // A narrow first block's GEMM-I (kNarrowFirst): m64nW on K's first W rows of each stage.
-  template <int W>
   using TiledMmaQKNarrow = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<W>, Int<kHeadDim>>>(), typename Traits::AtomLayout{}));
-  using MmaQKW1 = TiledMmaQKNarrow<kNarrowW1>;
-  using MmaQKW2 = TiledMmaQKNarrow<kNarrowW2>;
-  // The first block's width: kNarrowW1 or kNarrowW2 where the warpgroup's last row (rows see
-  // key prefixes that grow with the row) sees no more of block n than that, else kBlockN (and
-  // always for a warpgroup wholly past the sequence's end).
-  CUTE_DEVICE static int first_block_width(WindowMask const& mask, TileRange const& r, int wg_row_begin, int n) {
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kNarrowW>, Int<kHeadDim>>>(),
+      typename Traits::AtomLayout{}));
+  // Whether block n is narrow for this warpgroup: its last row (rows see key prefixes that grow
+  // with the row) sees no more than kNarrowW keys of it (never for a warpgroup wholly past the
+  // sequence's end).
+  CUTE_DEVICE static bool first_block_narrow(WindowMask const& mask, TileRange const& r, int wg_row_begin, int n) {
     if constexpr (!kNarrowFirst) {
-      return kBlockN;
+      return false;
     } else {
       const int last_row = min(wg_row_begin + 64, r.row_end) - 1;
-      if (last_row < wg_row_begin) return kBlockN;
-      const int keys = mask.key_end(last_row + mask.diag_offset) - n * kBlockN;
-      return keys <= kNarrowW1 ? kNarrowW1 : (keys <= kNarrowW2 ? kNarrowW2 : kBlockN);
+      return last_row >= wg_row_begin && mask.key_end(last_row + mask.diag_offset) - n * kBlockN <= kNarrowW;
     }
-  }
-  template <int W, class TensorK>
-  CUTE_DEVICE static auto narrow_keys(TensorK const& sK) {
-    return local_tile(sK, Shape<Int<W>, Int<kHeadDim>, Int<Traits::kStages>>{}, make_coord(_0{}, _0{}, _0{}));
   }
 
   // ---------------------------------------------------------------- producer ------------------
@@ -625,16 +596,12 @@ struct Mainloop {
       };
       auto convert_p_into = [&](auto& dst) { convert_into(tSrS, dst); };
       auto convert_p = [&]() { convert_p_into(tOrP); };
-      // O += P V over the whole block, or over the narrow first block's k-steps (first_pv_steps).
-      int first_pv_steps = kPvSteps;
+      // O += P V over the whole block, or over the narrow first block's k-steps (narrow).
+      bool narrow = false;  // the tile's first block is narrow for this warpgroup (kNarrowFirst)
       auto issue_pv_of = [&](auto& pc, int stage, bool first) {
         if constexpr (kNarrowPv) {
-          if (first && first_pv_steps < kPvSteps) {  // the first P V zero-initialises O
-            if (first_pv_steps == kNarrowW1 / Traits::kMmaK) {
-              wgmma_issue_prefix<kNarrowW1 / Traits::kMmaK>(mma_pv, pc, tOrV(_, _, _, stage), tOrO);
-            } else {
-              wgmma_issue_prefix<kNarrowW2 / Traits::kMmaK>(mma_pv, pc, tOrV(_, _, _, stage), tOrO);
-            }
+          if (first && narrow) {
+            wgmma_issue<true, kNarrowW / Traits::kMmaK>(mma_pv, pc, tOrV(_, _, _, stage), tOrO, true);
             return;
           }
         }
@@ -673,40 +640,20 @@ struct Mainloop {
 
       if constexpr (Traits::kIntraWGOverlap) {
         // Prologue: S(n_top-1) alone, kBlockN key columns wide or, where the warpgroup's rows see
-        // no more than the block's first W keys (kNarrowFirst), W wide: an m64nW GEMM into
-        // registers of its own (tSw), the softmax on those W columns, P's other k-steps zero or
-        // not issued. Only the GEMM's issue and the softmax are in the width's branches, each
-        // width with its own accumulator: with the wait and the release inside them too, or a
-        // narrow S in tSrS's registers, ptxas serialised every wgmma of the two-P kernel (C7520).
-        MmaQKW1 mma_w1;
-        MmaQKW2 mma_w2;
-        Tensor tSw1 = partition_fragment_C(mma_w1, Shape<Int<kBlockM>, Int<kNarrowW1>>{});
-        Tensor tSw2 = partition_fragment_C(mma_w2, Shape<Int<kBlockM>, Int<kNarrowW2>>{});
-        const int width = first_block_width(mask, r, wg_row_begin, n_top - 1);
-        auto issue_narrow_s = [&](auto& mma_w, auto& tSw) {
-          constexpr int W = decltype(size<1>(typename std::decay_t<decltype(mma_w)>::AtomShape_MNK{}))::value;
-          Tensor tSrKw = mma_w.get_thread_slice(wg * 128).partition_fragment_B(narrow_keys<W>(sK));
-          wgmma_issue<false>(mma_w, q_desc(state_k.index()), tSrKw(_, _, _, state_k.index()), tSw, true);
-        };
-        auto narrow_p = [&](auto& mma_w, auto& tSw) {
-          constexpr int W = decltype(size<1>(typename std::decay_t<decltype(mma_w)>::AtomShape_MNK{}))::value;
-          warpgroup_fence_operand(tSw);
-          Tensor tScSw = mma_w.get_thread_slice(tid).partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<W>>{}));
-          scores_to_p_on(n_top - 1, tSw, make_tensor(tSw.data(), acc_rowcol(tSw.layout())),
-                         make_tensor(tScSw.data(), acc_rowcol(tScSw.layout())));
-          convert_into(tSw, make_tensor(tOrP.data(), make_layout(size(tSw))));
-          first_pv_steps = W / Traits::kMmaK;
-          if constexpr (!kNarrowPv) {
-            CUTE_UNROLL
-            for (int i = size(tSw); i < size(tOrP); ++i) tOrP(i) = Element(0);
-          }
-        };
+        // no more than the block's first kNarrowW keys (kNarrowFirst), that wide: an m64nW GEMM
+        // into registers of its own (tSw), the softmax on those columns, P's other k-steps zero or
+        // not issued. Only the GEMM's issue and the softmax are in the width's branches, the
+        // narrow one with its own accumulator: with the wait and the release inside them too, or
+        // a narrow S in tSrS's registers, ptxas serialised every wgmma of the two-P kernel (C7520).
+        TiledMmaQKNarrow mma_w;
+        Tensor tSw = partition_fragment_C(mma_w, Shape<Int<kBlockM>, Int<kNarrowW>>{});
+        narrow = first_block_narrow(mask, r, wg_row_begin, n_top - 1);
         pipe_k.consumer_wait(state_k);
         sched_wait();
-        if (kNarrowFirst && width == kNarrowW1) {
-          issue_narrow_s(mma_w1, tSw1);
-        } else if (kNarrowFirst && kNarrowW2 != kNarrowW1 && width == kNarrowW2) {
-          issue_narrow_s(mma_w2, tSw2);
+        if (kNarrowFirst && narrow) {
+          Tensor sKw = local_tile(sK, Shape<Int<kNarrowW>, Int<kHeadDim>, Int<Traits::kStages>>{}, make_coord(_0{}, _0{}, _0{}));
+          Tensor tSrKw = mma_w.get_thread_slice(wg * 128).partition_fragment_B(sKw);
+          wgmma_issue<false>(mma_w, q_desc(state_k.index()), tSrKw(_, _, _, state_k.index()), tSw, true);
         } else {
           wgmma_issue<false>(mma_qk, q_desc(state_k.index()), tSrK(_, _, _, state_k.index()), tSrS, true);
         }
@@ -716,10 +663,16 @@ struct Mainloop {
         warpgroup_wait<0>();
         pipe_k.consumer_release(state_k);
         ++state_k;
-        if (kNarrowFirst && width == kNarrowW1) {
-          narrow_p(mma_w1, tSw1);
-        } else if (kNarrowFirst && kNarrowW2 != kNarrowW1 && width == kNarrowW2) {
-          narrow_p(mma_w2, tSw2);
+        if (kNarrowFirst && narrow) {
+          warpgroup_fence_operand(tSw);
+          Tensor tScSw = mma_w.get_thread_slice(tid).partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kNarrowW>>{}));
+          scores_to_p_on(n_top - 1, tSw, make_tensor(tSw.data(), acc_rowcol(tSw.layout())),
+                         make_tensor(tScSw.data(), acc_rowcol(tScSw.layout())));
+          convert_into(tSw, make_tensor(tOrP.data(), make_layout(size(tSw))));
+          if constexpr (!kNarrowPv) {
+            CUTE_UNROLL
+            for (int i = size(tSw); i < size(tOrP); ++i) tOrP(i) = Element(0);
+          }
         } else {
           warpgroup_fence_operand(tSrS);
           scores_to_p(n_top - 1);
