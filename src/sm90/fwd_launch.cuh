@@ -101,9 +101,11 @@ template <int D, int DV> struct TileConfigFp8Long { static constexpr int kMinSeq
 template <> struct TileConfigFp8Long<128, 128> {
   static constexpr int kN = 192, kStages = 2, kMinSeqlenK = 4096, kProducerRegs = 40;
   static constexpr bool kAlias = false, kSections = true, kPingPong = false;
-  // 4096 = 21 x 192 + 64 (16384 = 85 x 192 + 64): a tile's first block has 64 keys, run as a
-  // 64-key block with P V over its 4 k-steps. V^T kernel: +1.3..+3.0 % at 4k-16k, causal and
-  // not, two readings (run 147, H100); with P V whole -1.2..+2.6 % (noise).
+  // A warpgroup's first key block, where its rows see at most 64 of its keys (4096 = 21 x 192 +
+  // 64, 16384 = 85 x 192 + 64), runs as a 64-key block with P V over its 4 k-steps; other key
+  // counts keep the full block (the mainloop decides per tile). H100, two readings each: the V^T
+  // kernel +1.3..+3.0 % at 4k-16k, causal and not (run 147; with P V whole: noise), the
+  // transposing kernel -0.1..+2.4 % (run 148).
   static constexpr bool kNarrowFirst = true;
 };
 
