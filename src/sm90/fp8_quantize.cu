@@ -172,6 +172,8 @@ int64_t plan(const Fp8QuantizeParams& p, Args& a, int* max_items_per_slot, int64
     t.rows_per_item = s.block_rows > 1 ? s.block_rows : std::max(1, kItemUnits / units_per_row);
     t.items_per_slot = std::max(1, (s.seqlen + t.rows_per_item - 1) / t.rows_per_item);
     t.first_item = int(items);
+    t.fd_items_per_slot = cutlass::FastDivmod(t.items_per_slot);  // >= 1
+    t.fd_heads_k = cutlass::FastDivmod(std::max(1, s.heads_k));
     t.first_slot = int(slots);
     t.bounds = s.row_bounds;
     t.prefix = nullptr;  // launch() places it in the workspace

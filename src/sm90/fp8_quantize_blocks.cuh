@@ -62,9 +62,8 @@ __device__ __forceinline__ void stage_item_d(const Tensor& t, const Item& it, ui
   }
 }
 
-// Item j's copies into stage, as one cp.async group (empty for threads with no units).
-__device__ __forceinline__ void stage_item(const Args& a, int j, uint4* stage) {
-  const Item it = decode_item<BlockGeometry>(a, j);
+// Item it's copies into stage, as one cp.async group (empty for threads with no units).
+__device__ __forceinline__ void stage_item(const Args& a, const Item& it, uint4* stage) {
   const Tensor& t = a.t[it.tensor];
   with_head_dim(t.head_dim, [&](auto d) { stage_item_d<decltype(d)::value>(t, it, stage); });
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -94,6 +93,20 @@ __device__ __forceinline__ int64_t staged_x8_offset(const Tensor& t, const Item&
          int64_t(unsigned(u) % NU) * kGroupElems;
 }
 
+// Where this thread's unit of step s goes in x8: its step-0 unit's place plus s steps of
+// kThreads / NU rows (kThreads is a multiple of NU, so the lane stays). Worked out once per item:
+// per unit, the offset's 64-bit products and their constant loads were ~15 instructions of a
+// ~230-instruction unit (run 149's source page).
+template <int D>
+struct StagedX8 {
+  uint8_t* first;
+  int64_t step;
+  __device__ __forceinline__ StagedX8(const Tensor& t, const Item& it, const StagedItem& si)
+      : first(t.x8 + staged_x8_offset<D>(t, it, si, int(threadIdx.x))),
+        step(int64_t(kThreads / (D / kUnitElems)) * t.os_r) {}
+  __device__ __forceinline__ uint8_t* at(int s) const { return first + s * step; }
+};
+
 // Per-row scales: each row's amax over its lanes (with the rotation the slot path's bound for one
 // row, sqrt(D * sum x^2) = sqrt(sum y^2), y unnormalised), descale[b, h, row], the cast.
 template <int D, bool kRotate, bool kMma, class In, class G>
@@ -104,6 +117,7 @@ __device__ void cast_rows_staged(const Tensor& t, const Item& it, Shared<G>& sm,
   uint32_t hb[2][2];
   mma_fragments<D, kRotate, kMma, In>(hb);
   float* descale = t.descale + (it.b * t.ds_b + it.hk * t.ds_h + si.row0);
+  const StagedX8<D> x8(t, it, si);
   for (int s = 0; s < si.steps; ++s) {
     const int u = s * kThreads + int(threadIdx.x);
     float v[kUnitElems];
@@ -122,7 +136,7 @@ __device__ void cast_rows_staged(const Tensor& t, const Item& it, Shared<G>& sm,
     const float scale = scale_of(m, t.descale_factor, &d);
     if (u >= si.units) continue;
     if (unsigned(u) % NU == 0) descale[unsigned(u) / NU] = d;  // group == 1: unit / NU is the row
-    cast_store_unit<D>(v, scale, t.x8 + staged_x8_offset<D>(t, it, si, u));
+    cast_store_unit<D>(v, scale, x8.at(s));
   }
 }
 
@@ -186,12 +200,13 @@ __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm
   const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
   uint32_t hb[2][2];
   mma_fragments<D, kRotate, kMma, In>(hb);
+  const StagedX8<D> x8(t, it, si);
   for (int s = 0; s < si.steps; ++s) {
     const int u = s * kThreads + int(threadIdx.x);
     float v[kUnitElems];
     staged_values<D, kRotate, kMma, In>(stage, si, u, masks, hb, v);
     if (u >= si.units) continue;
-    cast_store_unit<D>(v, scale, t.x8 + staged_x8_offset<D>(t, it, si, u));
+    cast_store_unit<D>(v, scale, x8.at(s));
   }
 }
 
@@ -220,21 +235,29 @@ __global__ void __launch_bounds__(kThreads, 2) block_quantize_kernel(const __gri
   const int per_stage = stage_units * kGroups;
   build_sign_masks(a, sm);
   int j = blockIdx.x;
-  if (j < a.items) stage_item(a, j, stages);
+  // Each item is decoded once, when its copies are issued, and kept for its cast one item later
+  // (decoding it again after the barrier put its dependent chain on every warp's critical path).
+  Item it = {};
+  if (j < a.items) {
+    it = decode_item<G>(a, j);
+    stage_item(a, it, stages);
+  }
   for (int buf = 0; j < a.items; j += gridDim.x, buf ^= 1) {
+    Item next = {};
     if (j + int(gridDim.x) < a.items) {  // the next item's copies, into the other stage
-      stage_item(a, j + gridDim.x, stages + (buf ^ 1) * per_stage);
+      next = decode_item<G>(a, j + gridDim.x);
+      stage_item(a, next, stages + (buf ^ 1) * per_stage);
       asm volatile("cp.async.wait_group 1;" ::: "memory");
     } else {
       asm volatile("cp.async.wait_group 0;" ::: "memory");
     }
     __syncthreads();  // item j's copies (every thread's) have landed; the sign masks are built
-    const Item it = decode_item<G>(a, j);
     const Tensor& t = a.t[it.tensor];
     with_head_dim(t.head_dim, [&](auto d) {
       run_block_item_d<decltype(d)::value, kMma, In>(t, it, sm, stages + buf * per_stage);
     });
     __syncthreads();  // the stage (and the tile over it) is free for the item after next
+    it = next;
   }
 }
 

@@ -268,11 +268,18 @@ __device__ __forceinline__ void vt_store_tile(const Tensor& t, const Item& it, c
   int row0;
   const int keys = (vt_item_rows(t, it, row0) + 31) / 32 * 32;
   uint8_t* out = t.x8 + it.b * t.os_b + int64_t(it.hk) * t.os_h + row0;
+  // Threads walk the tile's kVecs vectors per d (a power of two: / and % are a shift and a mask;
+  // a division by the item's own vector count ran once per vector: run 149), those past the
+  // item's keys idle.
+  constexpr int kVecs = kKeys / 16;
+  static_assert((kVecs & (kVecs - 1)) == 0, "the tile's vectors per d: a power of two");
   const int vecs = keys / 16;  // per d
-  for (int i = threadIdx.x; i < D * vecs; i += kThreads) {
-    const int d = i / vecs, c = i - d * vecs;
-    __stcs(reinterpret_cast<uint4*>(out + int64_t(d) * t.os_r + c * 16),
-           *reinterpret_cast<const uint4*>(tile + vt_tile_offset<kKeys>(d, c * 16)));
+#pragma unroll 1  // (unrolled, the slot kernels spilled at their 64 registers)
+  for (int i = threadIdx.x; i < D * kVecs; i += kThreads) {
+    const int d = i / kVecs, c = i % kVecs;
+    if (c < vecs)
+      __stcs(reinterpret_cast<uint4*>(out + int64_t(d) * t.os_r + c * 16),
+             *reinterpret_cast<const uint4*>(tile + vt_tile_offset<kKeys>(d, c * 16)));
   }
 }
 

@@ -82,10 +82,16 @@ __device__ __forceinline__ Item decode_item(const Args& a, int j) {
       return it;
     }
   }
-  const int slot = local / t.items_per_slot;
-  it.chunk = local - slot * t.items_per_slot;
-  it.b = slot / t.heads_k;
-  it.hk = slot - it.b * t.heads_k;
+  int slot;
+  if constexpr (G::kFastDecode) {
+    t.fd_items_per_slot.fast_divmod(slot, it.chunk, local);  // local >= 0: j >= the tensor's first item
+    t.fd_heads_k.fast_divmod(it.b, it.hk, slot);
+  } else {
+    slot = local / t.items_per_slot;
+    it.chunk = local - slot * t.items_per_slot;
+    it.b = slot / t.heads_k;
+    it.hk = slot - it.b * t.heads_k;
+  }
   it.slot = t.first_slot + slot;
   if constexpr (G::kVarlen) {  // a dense tensor beside varlen ones: the same fields, so that their users do not branch
     it.row0 = it.chunk * t.rows_per_item;

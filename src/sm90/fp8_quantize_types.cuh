@@ -2,6 +2,8 @@
 // arguments: one tensor as the kernels see it, the launch's tensors and counters, a work item.
 #pragma once
 
+#include <cutlass/fast_math.h>
+
 #include <cstdint>
 
 #include "common/fp8_quantize_params.h"
@@ -39,12 +41,16 @@ constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's tw
 // tensor), has its own, so that the dense kernel's code (and registers) stay as they are.
 // kVtTileBytes: the V^T staging tile, e4m3 bytes of the largest V^T item (the block-wise
 // kernel lays its tile over the item's shared-memory stage instead: kBlockVtKeys).
-template <bool kVarlen_, int kVtTileBytes_ = kItemUnits * kUnitElems>
+// kFastDecode: decode_item divides by the tensor's multiply-shift divisors (the block kernel;
+// the slot kernels, at their 64-register limit, spilled 56-108 bytes with them and keep the
+// hardware-less division).
+template <bool kVarlen_, int kVtTileBytes_ = kItemUnits * kUnitElems, bool kFastDecode_ = false>
 struct Geometry {
   static constexpr bool kVarlen = kVarlen_;
   static constexpr int kVtTileBytes = kVtTileBytes_;
+  static constexpr bool kFastDecode = kFastDecode_;
 };
-using BlockGeometry = Geometry<false, 16>;  // its V^T tile lies over a stage (block_quantize_kernel)
+using BlockGeometry = Geometry<false, 16, true>;  // its V^T tile lies over a stage (block_quantize_kernel)
 
 // One tensor as the kernel sees it (element strides; x8 elements are bytes).
 struct Tensor {
@@ -65,6 +71,9 @@ struct Tensor {
   int items_per_slot;  // >= 1 (a slot with no rows still has one item: it writes the descale);
                        // varlen: a bound (slots differ; the plan kernel's prefix has each one's)
   int first_item;      // position of this tensor's first item in each pass
+  // items_per_slot and heads_k as multiply-shift divisors (Geometry::kFastDecode): a dense item's
+  // slot, chunk, b and hk without two ~25-instruction signed divisions per item and warp.
+  cutlass::FastDivmod fd_items_per_slot, fd_heads_k;
   int first_slot;      // index of its first slot in the workspace
   // varlen (row_bounds): x, x8 are packed rows (xs_b = os_b = 0) and slot (b, hk) covers rows
   // [bounds[b], bounds[b + 1]); prefix[b] = items of the slots (b', any hk) before b, per hk
