@@ -5,6 +5,9 @@
 # scripts/tail_rounds.sh. On an H100 only the card-independent parts run (tail rounds, FP8 mode):
 # the README's tables are H200 figures.
 #   device run:  carry=[".carry/<wheel folder>"]  command: WHEEL_DIR=.carry/<folder> scripts/retime_call.sh
+# Options (environment): QUANT_BASE=<wheel folder> (carry it too) times the quantizer and the FP8
+# mode against that wheel first (H200 only); SKIP_NCU=1, SKIP_TAIL=1; H200_ONLY=1 stops at once on
+# another card.
 # Files under $OUT: log.txt (everything printed) and retime.tgz (the JSONs and text files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,24 +31,38 @@ quant_ncu() {  # ncu of the block quantizer at d=128 4k: details and the per-ins
 }
 case "$card" in
   *H200*)
+    if [ -n "${QUANT_BASE:-}" ]; then  # the quantizer against a base wheel first (A B A B), then back
+      for pass in 1 2; do
+        for dir in "$QUANT_BASE" "${WHEEL_DIR:-.carry}"; do
+          python3 -m pip install -q --no-deps --no-index --force-reinstall "$dir"/flashcute-*.whl > "$R/install.txt" 2>&1
+          say "quantizer A/B pass $pass: $dir"
+          timeout 120 python3 benchmarks/bench_fp8_mode.py --hdims 128,256 --seqlens 4096,16384 --causal no \
+            --columns quant-blocks,fp8-kernel-blocks,fp8-mode,bf16 --json "$R/quant-ab-$pass-$(basename "$dir").json" 2>&1 \
+            | grep -E "^\| (128|256)" | sed "s|^|$pass $(basename "$dir") |"
+        done
+      done
+    fi
     say "fp8 sweep (steady state)"
     timeout 200 python3 benchmarks/bench_attention.py --dtype fp8 --impls flashcute,flashcute_bf16,flashcute_bf16src,cudnn \
       --backend sm90 --hdims 128,256 --seqlens 1024,4096,16384 --causal both --rounds 3 --json "$R/fp8-sweep.json" 2>&1 | grep -E "^\|"
     say "fp8 mode"
     timeout 120 "${MODE[@]}" --json "$R/fp8_mode.json" 2>&1 | grep -E "^\|"
-    say "ncu of the block quantizer"; quant_ncu
+    [ -z "${SKIP_NCU:-}" ] && { say "ncu of the block quantizer"; quant_ncu; }
     say "protocol check 4k/16k"
     OUT="$R/protocol" SEQLENS=4096,16384 BF16_HDIMS=128 FP8_HDIMS=128,256 COOL_ROUNDS=1 WHEEL_DIR="${WHEEL_DIR:-.carry}" \
       timeout 240 scripts/protocol_check.sh > "$R/protocol.txt" 2>&1
     tail -40 "$R/protocol.txt"
     ;;
   *)
+    [ -n "${H200_ONLY:-}" ] && { say "not an H200: nothing to do (H200_ONLY)"; exit 0; }
     say "not an H200: the FP8 mode only, then the tail rounds"
     timeout 120 "${MODE[@]}" --json "$R/fp8_mode.json" 2>&1 | grep -E "^\|"
     say "ncu of the block quantizer"; quant_ncu
     ;;
 esac
-say "tail rounds"
-OUT="$R/tail" WHEEL_DIR="${WHEEL_DIR:-.carry}" timeout 200 scripts/tail_rounds.sh
+if [ -z "${SKIP_TAIL:-}" ]; then
+  say "tail rounds"
+  OUT="$R/tail" WHEEL_DIR="${WHEEL_DIR:-.carry}" timeout 200 scripts/tail_rounds.sh
+fi
 say "done"
 tar czf "$OUT/retime.tgz" -C "$OUT" r
