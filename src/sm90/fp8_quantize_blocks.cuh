@@ -166,7 +166,7 @@ __device__ void cast_block_vt(const Tensor& t, const Item& it, const StagedItem&
     if (s < si.steps && u < si.units) vt_place_unit<D, kKeys>(b[s], u, tile);
   }
   __syncthreads();
-  vt_store_tile<D, kKeys>(t, it, tile);
+  vt_store_tile<D, kKeys, true>(t, it, tile);
 }
 
 // One block (it.chunk): amax from the stage (with the rotation the bound from the unrotated rows,

@@ -262,24 +262,38 @@ __device__ __forceinline__ void vt_place_unit(const uint32_t (&b)[kUnitWords], i
 }
 
 // After a CTA barrier: the tile's rows leave as 16-byte stores, one V^T row segment per d, the
-// padding up to the 32-key boundary included.
-template <int D, int kKeys>
+// padding up to the 32-key boundary included. Threads walk the tile's kVecs vectors per d (a
+// power of two: / and % are a shift and a mask; a division by the item's own vector count ran
+// once per vector: run 149); those past the item's keys store nothing.
+// kStepped (the block kernel): kThreads is a multiple of kVecs, so a thread keeps one vector
+// position c and walks its rows kThreads / kVecs apart, its pointer stepped rather than worked
+// out per vector (run 150's source page: 25 instructions a vector). The slot kernels keep the
+// plain walk: at their 64 registers the stepped one spilled 8 bytes in one of them.
+template <int D, int kKeys, bool kStepped = false>
 __device__ __forceinline__ void vt_store_tile(const Tensor& t, const Item& it, const uint8_t* tile) {
+  constexpr int kVecs = kKeys / 16;
+  static_assert((kVecs & (kVecs - 1)) == 0 && kThreads % kVecs == 0, "the tile's vectors per d");
   int row0;
   const int keys = (vt_item_rows(t, it, row0) + 31) / 32 * 32;
   uint8_t* out = t.x8 + it.b * t.os_b + int64_t(it.hk) * t.os_h + row0;
-  // Threads walk the tile's kVecs vectors per d (a power of two: / and % are a shift and a mask;
-  // a division by the item's own vector count ran once per vector: run 149), those past the
-  // item's keys idle.
-  constexpr int kVecs = kKeys / 16;
-  static_assert((kVecs & (kVecs - 1)) == 0, "the tile's vectors per d: a power of two");
   const int vecs = keys / 16;  // per d
+  if constexpr (kStepped) {
+    constexpr int kRowsPerStep = kThreads / kVecs;
+    const int c = int(threadIdx.x) % kVecs;
+    if (c >= vecs) return;
+    int d = int(threadIdx.x) / kVecs;
+    out += int64_t(d) * t.os_r + c * 16;
+    const int64_t out_step = int64_t(kRowsPerStep) * t.os_r;
+    for (; d < D; d += kRowsPerStep, out += out_step)
+      __stcs(reinterpret_cast<uint4*>(out), *reinterpret_cast<const uint4*>(tile + vt_tile_offset<kKeys>(d, c * 16)));
+  } else {
 #pragma unroll 1  // (unrolled, the slot kernels spilled at their 64 registers)
-  for (int i = threadIdx.x; i < D * kVecs; i += kThreads) {
-    const int d = i / kVecs, c = i % kVecs;
-    if (c < vecs)
-      __stcs(reinterpret_cast<uint4*>(out + int64_t(d) * t.os_r + c * 16),
-             *reinterpret_cast<const uint4*>(tile + vt_tile_offset<kKeys>(d, c * 16)));
+    for (int i = threadIdx.x; i < D * kVecs; i += kThreads) {
+      const int d = i / kVecs, c = i % kVecs;
+      if (c < vecs)
+        __stcs(reinterpret_cast<uint4*>(out + int64_t(d) * t.os_r + c * 16),
+               *reinterpret_cast<const uint4*>(tile + vt_tile_offset<kKeys>(d, c * 16)));
+    }
   }
 }
 
