@@ -36,11 +36,6 @@ for pass in 1 2; do
   done
 done
 say "ncu of the candidate's block quantizer"
-timeout 90 ncu --clock-control none --kernel-name regex:block_quantize --launch-skip 2 --launch-count 1 \
-  --set full --import-source no -f -o /tmp/quant python3 scripts/profile_case.py --quantize --blocks \
-  --hdim 128 --seqlen 4096 > "$Q/ncu_quant.txt" 2>&1
-ncu --import /tmp/quant.ncu-rep --page details >> "$Q/ncu_quant.txt" 2>&1
-ncu --import /tmp/quant.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > "$Q/src_quant.csv.gz"
-grep -E "Duration|DRAM Throughput|Issued Warp|No Eligible|SM Frequency|Executed Instructions  " "$Q/ncu_quant.txt" | head -12
+scripts/ncu_quant.sh "$Q"
 say "done"
 tar czf "$OUT/quant_ab.tgz" -C "$OUT" q

@@ -21,14 +21,6 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader > "$
 python3 -m pip install -q --no-deps --no-index --force-reinstall "${WHEEL_DIR:-.carry}"/flashcute-*.whl > "$R/install.txt" 2>&1 || { say "install failed"; cat "$R/install.txt"; exit 2; }
 MODE=(python3 benchmarks/bench_fp8_mode.py --hdims 128,256 --seqlens 4096,16384 --causal both
       --columns quant-blocks,fp8-kernel-blocks,fp8-mode,bf16,cudnn)
-quant_ncu() {  # ncu of the block quantizer at d=128 4k: details and the per-instruction source page
-  timeout 90 ncu --clock-control none --kernel-name regex:block_quantize --launch-skip 2 --launch-count 1 \
-    --set full --import-source no -f -o /tmp/quant python3 scripts/profile_case.py --quantize --blocks \
-    --hdim 128 --seqlen 4096 > "$R/ncu_quant.txt" 2>&1
-  ncu --import /tmp/quant.ncu-rep --page details >> "$R/ncu_quant.txt" 2>&1
-  ncu --import /tmp/quant.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > "$R/src_quant.csv.gz"
-  grep -E "Duration|DRAM Throughput|Memory Throughput|Issued Warp|No Eligible|Active Warps|SM Frequency" "$R/ncu_quant.txt" | head -20
-}
 case "$card" in
   *H200*)
     if [ -n "${QUANT_BASE:-}" ]; then  # the quantizer against a base wheel first (A B A B), then back
@@ -47,7 +39,7 @@ case "$card" in
       --backend sm90 --hdims 128,256 --seqlens 1024,4096,16384 --causal both --rounds 3 --json "$R/fp8-sweep.json" 2>&1 | grep -E "^\|"
     say "fp8 mode"
     timeout 120 "${MODE[@]}" --json "$R/fp8_mode.json" 2>&1 | grep -E "^\|"
-    [ -z "${SKIP_NCU:-}" ] && { say "ncu of the block quantizer"; quant_ncu; }
+    [ -z "${SKIP_NCU:-}" ] && { say "ncu of the block quantizer"; scripts/ncu_quant.sh "$R"; }
     say "protocol check 4k/16k"
     OUT="$R/protocol" SEQLENS=4096,16384 BF16_HDIMS=128 FP8_HDIMS=128,256 COOL_ROUNDS=1 WHEEL_DIR="${WHEEL_DIR:-.carry}" \
       timeout 240 scripts/protocol_check.sh > "$R/protocol.txt" 2>&1
@@ -57,7 +49,7 @@ case "$card" in
     [ -n "${H200_ONLY:-}" ] && { say "not an H200: nothing to do (H200_ONLY)"; exit 0; }
     say "not an H200: the FP8 mode only, then the tail rounds"
     timeout 120 "${MODE[@]}" --json "$R/fp8_mode.json" 2>&1 | grep -E "^\|"
-    say "ncu of the block quantizer"; quant_ncu
+    say "ncu of the block quantizer"; scripts/ncu_quant.sh "$R"
     ;;
 esac
 if [ -z "${SKIP_TAIL:-}" ]; then
