@@ -6,7 +6,7 @@
 # the README's tables are H200 figures.
 #   device run:  carry=[".carry/<wheel folder>"]  command: WHEEL_DIR=.carry/<folder> scripts/retime_call.sh
 # Options (environment): QUANT_BASE=<wheel folder> (carry it too) times the quantizer and the FP8
-# mode against that wheel first (H200 only); SKIP_NCU=1, SKIP_TAIL=1; H200_ONLY=1 stops at once on
+# mode against that wheel first (H200 only); SKIP_NCU=1, SKIP_TAIL=1, SKIP_PROTOCOL=1; H200_ONLY=1 stops at once on
 # another card.
 # Files under $OUT: log.txt (everything printed) and retime.tgz (the JSONs and text files).
 set -uo pipefail
@@ -40,10 +40,12 @@ case "$card" in
     say "fp8 mode"
     timeout 120 "${MODE[@]}" --json "$R/fp8_mode.json" 2>&1 | grep -E "^\|"
     [ -z "${SKIP_NCU:-}" ] && { say "ncu of the block quantizer"; scripts/ncu_quant.sh "$R"; }
-    say "protocol check 4k/16k"
-    OUT="$R/protocol" SEQLENS=4096,16384 BF16_HDIMS=128 FP8_HDIMS=128,256 COOL_ROUNDS=1 WHEEL_DIR="${WHEEL_DIR:-.carry}" \
-      timeout 240 scripts/protocol_check.sh > "$R/protocol.txt" 2>&1
-    tail -40 "$R/protocol.txt"
+    if [ -z "${SKIP_PROTOCOL:-}" ]; then
+      say "protocol check 4k/16k"
+      OUT="$R/protocol" SEQLENS=4096,16384 BF16_HDIMS=128 FP8_HDIMS=128,256 COOL_ROUNDS=1 WHEEL_DIR="${WHEEL_DIR:-.carry}" \
+        timeout 240 scripts/protocol_check.sh > "$R/protocol.txt" 2>&1
+      tail -40 "$R/protocol.txt"
+    fi
     ;;
   *)
     [ -n "${H200_ONLY:-}" ] && { say "not an H200: nothing to do (H200_ONLY)"; exit 0; }

@@ -179,9 +179,13 @@ __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm
   for (int s = 0; s < si.steps; ++s) {
     uint4 raw[kGroups];
     staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), si.units, raw);
-    float v[kUnitElems];
-    unpack_unit<In, false>(raw, nullptr, v);  // the bound needs no signs
-    track_unit_amax<NU, kRotate>(m, v);
+    if constexpr (kRotate) {
+      float v[kUnitElems];
+      unpack_unit<In, false>(raw, nullptr, v);  // the bound needs no signs
+      track_unit_amax<NU, kRotate>(m, v);
+    } else {
+      m = fmaxf(m, raw_unit_amax<In>(raw));
+    }
   }
   const float amax = cta_amax<D, kRotate>(m, sm);
   if (threadIdx.x == 0) {

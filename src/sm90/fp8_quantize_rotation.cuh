@@ -3,6 +3,7 @@
 // (hadamard_row) or partly on the tensor cores (hadamard_row_mma).
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -85,6 +86,36 @@ __device__ __forceinline__ void unpack_unit(uint4 (&raw)[kGroups], const uint32_
 #pragma unroll
     for (int p = 0; p < 4; ++p) unpack2(In{}, w[p], v[k * kGroupElems + 2 * p], v[k * kGroupElems + 2 * p + 1]);
   }
+}
+
+// max |x| over a unit's raw 16-bit values (no signs, no rotation), as packed pairs: one HMNMX2
+// per two values instead of two unpacks and two FMNMX (the v bound pass of the block kernel; run
+// 150's source page: 89 instructions a unit). Packed max and |.| are exact and skip a NaN as
+// fmaxf does; the caller's fmaxf of the fp32 result flushes a subnormal maximum to zero, as the
+// unpacked path's -ftz fmaxf flushes every subnormal value, so both give the same bits.
+__device__ __forceinline__ uint32_t abs_max2(Bf16, uint32_t acc, uint32_t w) {
+  const __nv_bfloat162 r = __hmax2(*reinterpret_cast<const __nv_bfloat162*>(&acc),
+                                   __habs2(*reinterpret_cast<const __nv_bfloat162*>(&w)));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+__device__ __forceinline__ uint32_t abs_max2(Fp16, uint32_t acc, uint32_t w) {
+  const __half2 r = __hmax2(*reinterpret_cast<const __half2*>(&acc), __habs2(*reinterpret_cast<const __half2*>(&w)));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+template <class In>
+__device__ __forceinline__ float raw_unit_amax(const uint4 (&raw)[kGroups]) {
+  uint32_t acc[4] = {0u, 0u, 0u, 0u};  // +0 in both halves, both formats
+#pragma unroll
+  for (int k = 0; k < kGroups; ++k) {
+    acc[0] = abs_max2(In{}, acc[0], raw[k].x);
+    acc[1] = abs_max2(In{}, acc[1], raw[k].y);
+    acc[2] = abs_max2(In{}, acc[2], raw[k].z);
+    acc[3] = abs_max2(In{}, acc[3], raw[k].w);
+  }
+  const uint32_t m = abs_max2(In{}, abs_max2(In{}, acc[0], acc[1]), abs_max2(In{}, acc[2], acc[3]));
+  float lo, hi;
+  unpack2(In{}, m, lo, hi);
+  return fmaxf(lo, hi);
 }
 
 // Walsh-Hadamard transform of a row spread over NU adjacent lanes, 32 coordinates per lane.
