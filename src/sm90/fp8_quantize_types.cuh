@@ -41,9 +41,9 @@ constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's tw
 // tensor), has its own, so that the dense kernel's code (and registers) stay as they are.
 // kVtTileBytes: the V^T staging tile, e4m3 bytes of the largest V^T item (the block-wise
 // kernel lays its tile over the item's shared-memory stage instead: kBlockVtKeys).
-// kFastDecode: decode_item divides by the tensor's multiply-shift divisors (the block kernel;
-// the slot kernels, at their 64-register limit, spilled 56-108 bytes with them and keep the
-// hardware-less division).
+// kFastDecode: decode_item divides by the tensor's multiply-shift divisors. The block kernel
+// only, where runs 150-153 measured it; the slot kernels compile without spills with it too
+// (ptxas, session 42) but keep the hardware-less division until a GPU run has tested them.
 template <bool kVarlen_, int kVtTileBytes_ = kItemUnits * kUnitElems, bool kFastDecode_ = false>
 struct Geometry {
   static constexpr bool kVarlen = kVarlen_;
