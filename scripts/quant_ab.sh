@@ -5,6 +5,8 @@
 # quantizer (its per-instruction source page, to compare with run 149's of the base).
 #   device run:  carry=[".carry/<base>", ".carry/<cand>"]
 #                command: BASE=.carry/<base> CAND=.carry/<cand> scripts/quant_ab.sh
+# Options (environment): SKIP_CHECKS=1 (no tests, no sanitizers: timings only), SKIP_NCU=1,
+# AB_CAUSAL=no|yes|both (the timed cases). The candidate stays installed at the end.
 # Files under $OUT: log.txt (everything printed) and quant_ab.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,16 +17,18 @@ t0=$(date +%s)
 say() { echo "[quant_ab +$(( $(date +%s) - t0 ))s] $*"; }
 install() { python3 -m pip install -q --no-deps --no-index --force-reinstall "$1"/flashcute-*.whl > "$Q/install.txt" 2>&1 || { say "install of $1 failed"; cat "$Q/install.txt"; exit 2; }; }
 say "card: $(nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | head -1)"
-install "$CAND"
-say "FP8 tests through the candidate"
-timeout "${TEST_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_fp8.py tests/test_gpu_fp8_quantize.py \
-  > "$Q/tests.txt" 2>&1
-tail -3 "$Q/tests.txt"; grep -E "^FAILED" "$Q/tests.txt" | head -5
-for tool in memcheck racecheck; do
-  FLASHCUTE_SANITIZE_FP8_ONLY=1 timeout "${SANITIZE_TIMEOUT:-60}" \
-    compute-sanitizer --tool "$tool" --kernel-name kns=flashcute --print-limit 20 python3 scripts/sanitize_cases.py > "$Q/sanitize-$tool.txt" 2>&1
-  say "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$Q/sanitize-$tool.txt" | tail -1)"
-done
+if [ -z "${SKIP_CHECKS:-}" ]; then
+  install "$CAND"
+  say "FP8 tests through the candidate"
+  timeout "${TEST_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu_fp8.py tests/test_gpu_fp8_quantize.py \
+    > "$Q/tests.txt" 2>&1
+  tail -3 "$Q/tests.txt"; grep -E "^FAILED" "$Q/tests.txt" | head -5
+  for tool in memcheck racecheck; do
+    FLASHCUTE_SANITIZE_FP8_ONLY=1 timeout "${SANITIZE_TIMEOUT:-60}" \
+      compute-sanitizer --tool "$tool" --kernel-name kns=flashcute --print-limit 20 python3 scripts/sanitize_cases.py > "$Q/sanitize-$tool.txt" 2>&1
+    say "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$Q/sanitize-$tool.txt" | tail -1)"
+  done
+fi
 MODE=(python3 benchmarks/bench_fp8_mode.py --hdims 128,256 --seqlens 4096,16384 --causal "${AB_CAUSAL:-no}"
       --columns quant-blocks,fp8-kernel-blocks,fp8-mode,bf16)
 for pass in 1 2; do
@@ -35,7 +39,6 @@ for pass in 1 2; do
     timeout 120 "${MODE[@]}" --json "$Q/mode-$pass-$w.json" 2>&1 | grep -E "^\| (128|256)" | sed "s/^/$pass $w /"
   done
 done
-say "ncu of the candidate's block quantizer"
-scripts/ncu_quant.sh "$Q"
+[ -z "${SKIP_NCU:-}" ] && { say "ncu of the candidate's block quantizer"; scripts/ncu_quant.sh "$Q"; }
 say "done"
 tar czf "$OUT/quant_ab.tgz" -C "$OUT" q

@@ -2,12 +2,12 @@
 # One device call that re-times the library on whatever card comes (session 42): the FP8 sweep
 # the README's FP8 table needs (e4m3 / flashcute bf16 / cuDNN, 1k-16k), the FP8 mode end to end,
 # FA3's protocol at 4k-16k (scripts/protocol_check.sh), ncu of the block quantizer at d=128 4k, and
-# scripts/tail_rounds.sh. On an H100 only the card-independent parts run (tail rounds, FP8 mode):
-# the README's tables are H200 figures.
+# scripts/tail_rounds.sh. On another card only the card-independent parts run (the FP8 mode, the
+# ncu, the tail rounds): the README's tables are H200 figures.
 #   device run:  carry=[".carry/<wheel folder>"]  command: WHEEL_DIR=.carry/<folder> scripts/retime_call.sh
 # Options (environment): QUANT_BASE=<wheel folder> (carry it too) times the quantizer and the FP8
-# mode against that wheel first (H200 only); SKIP_NCU=1, SKIP_TAIL=1, SKIP_PROTOCOL=1; H200_ONLY=1 stops at once on
-# another card.
+# mode against that wheel first (scripts/quant_ab.sh, timings only; H200 only); SKIP_NCU=1,
+# SKIP_TAIL=1, SKIP_PROTOCOL=1; H200_ONLY=1 stops at once on another card.
 # Files under $OUT: log.txt (everything printed) and retime.tgz (the JSONs and text files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,16 +23,8 @@ MODE=(python3 benchmarks/bench_fp8_mode.py --hdims 128,256 --seqlens 4096,16384 
       --columns quant-blocks,fp8-kernel-blocks,fp8-mode,bf16,cudnn)
 case "$card" in
   *H200*)
-    if [ -n "${QUANT_BASE:-}" ]; then  # the quantizer against a base wheel first (A B A B), then back
-      for pass in 1 2; do
-        for dir in "$QUANT_BASE" "${WHEEL_DIR:-.carry}"; do
-          python3 -m pip install -q --no-deps --no-index --force-reinstall "$dir"/flashcute-*.whl > "$R/install.txt" 2>&1
-          say "quantizer A/B pass $pass: $dir"
-          timeout 120 python3 benchmarks/bench_fp8_mode.py --hdims 128,256 --seqlens 4096,16384 --causal no \
-            --columns quant-blocks,fp8-kernel-blocks,fp8-mode,bf16 --json "$R/quant-ab-$pass-$(basename "$dir").json" 2>&1 \
-            | grep -E "^\| (128|256)" | sed "s|^|$pass $(basename "$dir") |"
-        done
-      done
+    if [ -n "${QUANT_BASE:-}" ]; then  # the quantizer against a base wheel first (A B A B; ends on WHEEL_DIR's)
+      OUT="$R/quant_ab" BASE="$QUANT_BASE" CAND="${WHEEL_DIR:-.carry}" SKIP_CHECKS=1 SKIP_NCU=1 scripts/quant_ab.sh
     fi
     say "fp8 sweep (steady state)"
     timeout 200 python3 benchmarks/bench_attention.py --dtype fp8 --impls flashcute,flashcute_bf16,flashcute_bf16src,cudnn \
