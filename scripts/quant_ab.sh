@@ -6,7 +6,9 @@
 #   device run:  carry=[".carry/<base>", ".carry/<cand>"]
 #                command: BASE=.carry/<base> CAND=.carry/<cand> scripts/quant_ab.sh
 # Options (environment): SKIP_CHECKS=1 (no tests, no sanitizers: timings only), SKIP_NCU=1,
-# AB_CAUSAL=no|yes|both (the timed cases). The candidate stays installed at the end.
+# AB_CAUSAL=no|yes|both, AB_HDIMS (128,256), AB_SEQLENS (4096,16384), AB_MODEL_DIM (2048),
+# AB_COLUMNS (bench_fp8_mode.py's; quant-blocks,fp8-kernel-blocks,fp8-mode,bf16): the timed
+# cases, every column valid on both wheels. The candidate stays installed at the end.
 # Files under $OUT: log.txt (everything printed) and quant_ab.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,14 +31,15 @@ if [ -z "${SKIP_CHECKS:-}" ]; then
     say "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$Q/sanitize-$tool.txt" | tail -1)"
   done
 fi
-MODE=(python3 benchmarks/bench_fp8_mode.py --hdims 128,256 --seqlens 4096,16384 --causal "${AB_CAUSAL:-no}"
-      --columns quant-blocks,fp8-kernel-blocks,fp8-mode,bf16)
+HD="${AB_HDIMS:-128,256}"
+MODE=(python3 benchmarks/bench_fp8_mode.py --hdims "$HD" --seqlens "${AB_SEQLENS:-4096,16384}" --causal "${AB_CAUSAL:-no}"
+      --model-dim "${AB_MODEL_DIM:-2048}" --columns "${AB_COLUMNS:-quant-blocks,fp8-kernel-blocks,fp8-mode,bf16}")
 for pass in 1 2; do
   for w in base cand; do
     dir=$BASE; [ "$w" = cand ] && dir=$CAND
     install "$dir"
     say "pass $pass: $w ($dir)"
-    timeout 120 "${MODE[@]}" --json "$Q/mode-$pass-$w.json" 2>&1 | grep -E "^\| (128|256)" | sed "s/^/$pass $w /"
+    timeout 120 "${MODE[@]}" --json "$Q/mode-$pass-$w.json" 2>&1 | grep -E "^\| (${HD//,/|}) " | sed "s/^/$pass $w /"
   done
 done
 [ -z "${SKIP_NCU:-}" ] && { say "ncu of the candidate's block quantizer"; scripts/ncu_quant.sh "$Q"; }

@@ -130,6 +130,14 @@ def fp8_cases():
             print(f"sm90 e4m3 FP8 mode hdim {d}: max errors (block scales, per head) {['%.2e' % e for e in errs]}",
                   flush=True)
             worst = max(worst, max(errs))
+    for d in (96, 192):  # the FP8 mode with Paley's rotation in the per-slot quantizer (GQA: a slot of 2 heads)
+        if flashcute.supported(-1, "sm90", "e4m3", d):
+            torch.manual_seed(d)
+            q, k, v = (torch.randn(2, 300, h, d, device="cuda", dtype=torch.bfloat16) for h in (4, 2, 2))
+            ref, _ = attention_ref(q, k, v, causal=True)
+            err = (flashcute.flash_attn_func(q, k, v, causal=True, fp8=True).double() - ref).abs().nan_to_num(1e9)
+            print(f"sm90 e4m3 FP8 mode hdim {d} (rotated in the quantizer): max error {err.max().item():.2e}", flush=True)
+            worst = max(worst, err.max().item())
     if flashcute.supported(-1, "sm90", "e4m3", 128):
         # 4099 keys at d=128: the quantizer's 192-key blocks (the kernel's tile from 4096 keys),
         # a partial last block and V^T padding

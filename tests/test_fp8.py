@@ -162,9 +162,7 @@ def test_quantize_cuda_selection_falls_back(monkeypatch):
 
     def fake_supported(device, dtype, head_dim, rotate):
         asked.append((device, dtype, head_dim, rotate))
-        if rotate and head_dim not in (64, 128, 256):
-            return _lib.Support(False, None, "rotate: the kernel rotates head dims 64, 128 and 256 only")
-        return _lib.Support(True, "sm90", "")
+        return _lib.Support(True, "sm90", "")  # the library rotates every head dim it quantizes
 
     monkeypatch.setattr(_lib, "fp8_quantize_supported", fake_supported)
     monkeypatch.setattr(F, "_CUDA_SUPPORT", {})
@@ -173,14 +171,14 @@ def test_quantize_cuda_selection_falls_back(monkeypatch):
         x = cu_empty(2, 9, 4, 128)
         assert F._use_cuda(x, None, True, "auto") and F._use_cuda(x, None, False, "cuda")
         assert F._use_cuda(cu_empty(2, 9, 4, 96, dtype=torch.float16), None, False, "auto")
+        assert F._use_cuda(cu_empty(2, 9, 4, 192), None, True, "auto")  # Paley's rotation in the kernel
         assert not F._use_cuda(x, None, True, "torch") and not F._use_cuda(x, None, True, "triton")
         # varlen: the kernel takes packed (total, heads, d) rows; "auto" takes it where
         # F._CUDA_VARLEN_AUTO (on since its GPU tests passed, run 92)
         cu = torch.empty(3, dtype=torch.int32, device="cuda")
         assert F._use_cuda(cu_empty(18, 4, 128), cu, True, "cuda")
         assert F._use_cuda(cu_empty(18, 4, 128), cu, True, "auto") == F._CUDA_VARLEN_AUTO
-        no = [(cu_empty(2, 9, 4, 96), None, True, "rotates"),                     # Paley rotation
-              (cu_empty(2, 9, 4, 128), cu, False, "total, heads"),                # varlen wants packed rows
+        no = [(cu_empty(2, 9, 4, 128), cu, False, "total, heads"),                # varlen wants packed rows
               (cu_empty(2, 9, 4, 128, dtype=torch.float32), None, False, "float32"),
               (cu_empty(2, 9, 4, 80), None, False, "head dim 80"),
               (cu_empty(2, 9, 0, 128), None, False, "heads > 0")]
@@ -208,7 +206,7 @@ def test_quantize_cuda_selection_falls_back(monkeypatch):
 
 
 def test_quantize_sign_bits_are_the_rotation_signs():
-    for d in (64, 128, 256):
+    for d in (64, 96, 128, 192, 256):
         bits = F._sign_bits(d, 5)
         s = torch.tensor([-1.0 if bits[i // 32] >> (i % 32) & 1 else 1.0 for i in range(d)])
         torch.testing.assert_close(s.unsqueeze(1) * F._hadamard_pm1(d), F._signed_pm1_cpu(d, 5), rtol=0, atol=0)
@@ -241,7 +239,8 @@ def test_quantize_c_abi_validation():
            (dict(x_head_stride=-128), ValueError, "negative"),
            (dict(descale=0), ValueError, "descale"),
            (dict(seqlen=-1), ValueError, "seqlen"),
-           (dict(head_dim=96, rotate=1), NotImplementedError, "rotates head dims 64, 128 and 256")]
+           (dict(head_dim=96, rotate=1, block_rows=4), NotImplementedError,
+            "block-wise scales with the rotation take head dims 64, 128 and 256")]
     for kw, exc, msg in bad:
         with pytest.raises(exc, match=msg):
             _lib.fp8_quantize([_abi_args(**kw)], ws, 4096, -1, 0)
@@ -622,6 +621,11 @@ def test_quantize_qkv_block_keys():
         fq, fk = cu_empty(2, 33, 8, 128), cu_empty(2, 300, 2, 128)
         _, _, fv8, (fqd, fkd, fvd) = F.quantize_qkv(fq, fk, fk, v_colmajor=True, block_keys=128)
         assert fqd.shape == (2, 8, 33) and fkd.shape == fvd.shape == (2, 2, 3) and fv8.shape == (2, 2, 128, 320)
+        # the block kernel rotates Sylvester head dims only: at 96 / 192 impl="cuda" says so, before
+        # any device work (auto takes the torch path)
+        f96 = cu_empty(2, 64, 2, 96)
+        with pytest.raises(ValueError, match="block-wise scales with the rotation take head dims 64, 128 and 256"):
+            F._quantize_qkv_impl(f96, f96, f96, 2, True, 3, None, None, "cuda", False, 32)
 
 
 def test_block_quantize_c_abi_validation():

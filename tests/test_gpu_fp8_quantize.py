@@ -104,9 +104,8 @@ CASES = [  # (batch, seqlen, heads, heads_k)
 @pytest.mark.parametrize("mma", ["0", "1"])
 def test_cuda_quantize_matches_torch(d, dtype, rotate, mma, monkeypatch):
     """The per-(batch, kv head) CUDA quantizer against the torch path; the rotation both ways:
-    butterflies, and at d 128 / 256 on the tensor cores (FLASHCUTE_FP8_QUANTIZE_MMA=1)."""
-    if rotate and d not in POW2:
-        pytest.skip("rotation of head dims 96/192 stays on the torch path (test_rotation_96_192_falls_back)")
+    butterflies, and at d 128 / 256 on the tensor cores (FLASHCUTE_FP8_QUANTIZE_MMA=1); at d 96 /
+    192 Paley's factor on the tensor cores either way."""
     if mma == "1" and not (rotate and d in (128, 256)):
         pytest.skip("the switch changes only the rotation at d 128 / 256")
     monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_MMA", mma)
@@ -120,8 +119,6 @@ def test_cuda_quantize_matches_torch(d, dtype, rotate, mma, monkeypatch):
 @pytest.mark.parametrize("d", POW2 + [96])
 @pytest.mark.parametrize("rotate", [False, True])
 def test_cuda_quantize_strided_views(d, rotate):
-    if rotate and d not in POW2:
-        rotate = False
     require_cuda_quantize(BF, d, rotate)
     base = make_input((3, 203, 8, d), BF, seed=5)
     longer = make_input((2, 220, 8, d), BF, seed=7)
@@ -197,18 +194,28 @@ def test_cuda_quantize_public_api_and_qkv():
 
 
 @pytest.mark.parametrize("d", [96, 192])
-def test_rotation_96_192_falls_back(d):
-    require_cuda_quantize(BF, d, False)
+def test_rotation_96_192_in_the_kernel(d, monkeypatch):
+    """Paley's rotation (head dims 96 and 192) runs in the CUDA kernel: auto picks it, it agrees
+    with the torch path (one e4m3 step, rarely), q, k and v go in one launch (the (192, 128)
+    shape too), whatever FLASHCUTE_FP8_QUANTIZE_MMA says; block-wise scales with the rotation
+    stay on the torch path there (impl="cuda" says why)."""
+    require_cuda_quantize(BF, d, True)
     x = make_input((2, 100, 4, d), BF, seed=d)
-    with pytest.raises(ValueError, match="cuda"):
-        F.quantize(x, 2, rotate=True, impl="cuda")
-    a8, ad = F.quantize(x, 2, rotate=True, seed=3)  # auto: the torch path
-    b8, bd = F.quantize(x, 2, rotate=True, seed=3, impl="torch")
-    assert torch.equal(a8.view(torch.uint8), b8.view(torch.uint8)) and torch.equal(ad, bd)
-    q8, k8, v8, (qd, kd, vd) = F.quantize_qkv(x, x, x, rotate=True, seed=3)  # q, k torch; v CUDA
-    t8, td = F.quantize(x, 4, rotate=True, seed=3, impl="torch")
-    assert torch.equal(q8.view(torch.uint8), t8.view(torch.uint8)) and torch.equal(qd, td)
-    check_against_torch(x, 4, False, v8, vd, "v on the CUDA path beside q, k on torch")
+    assert F._use_cuda(x, None, True, "auto")
+    for mma in ("0", "1"):
+        monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_MMA", mma)
+        a8, ad = F.quantize(x, 2, rotate=True, seed=1, impl="cuda")
+        check_against_torch(x, 2, True, a8, ad, f"d={d} MMA={mma} through F.quantize")
+    v = make_input((2, 100, 4, 128 if d == 192 else d), BF, seed=d + 1)
+    q8, k8, v8, (qd, kd, vd) = F.quantize_qkv(x, x, v, rotate=True, seed=1, impl="cuda")
+    check_against_torch(x, 4, True, q8, qd, f"d={d} q of quantize_qkv")
+    check_against_torch(v, 4, False, v8, vd, f"d={d} v of quantize_qkv")
+    with pytest.raises(ValueError, match="block-wise scales with the rotation"):
+        F.quantize_qkv(x, x, x, rotate=True, seed=1, impl="cuda", block_keys=32)
+    b = F.quantize_qkv(x, x, x, rotate=True, seed=1, block_keys=32)  # auto: torch's blocks
+    t = F.quantize_qkv(x, x, x, rotate=True, seed=1, block_keys=32, impl="torch")
+    assert all(torch.equal(u.view(torch.uint8) if u.dtype == E4M3 else u, w.view(torch.uint8) if w.dtype == E4M3 else w)
+               for u, w in zip(b[:3] + b[3], t[:3] + t[3]))
 
 
 def test_cuda_quantize_cuda_graph():
@@ -262,8 +269,6 @@ def test_cuda_quantize_varlen_matches_torch(d, rotate, lag, schedule):
     path, the semantics: every row written (poisoned first), spare-scale rows included; under the
     automatic lag (from the slots' real item counts, plan_kernel), the smallest one (most
     waiting) and two launches."""
-    if rotate and d not in POW2:
-        pytest.skip("rotation of head dims 96/192 stays on the torch path")
     if lag is not None and d not in (64, 128):
         pytest.skip("the schedules at two head dims suffice")
     require_cuda_quantize(BF, d, rotate)

@@ -175,8 +175,10 @@ FLASHCUTE_API flashcute_status flashcute_fwd_supported(int device, int backend, 
  * with an optional random Hadamard rotation first (flashcute.fp8.quantize's arithmetic, bit for
  * bit without the rotation):
  *   y       = x                      (rotate == 0), or
- *             x @ (diag(s) H)        H the Sylvester +-1 Hadamard matrix of order head_dim (a
- *                                    power of two), s_i = -1 where bit i of rotation_signs is set
+ *             x @ (diag(s) H)        H the +-1 Hadamard matrix of order head_dim: Sylvester's
+ *                                    for a power of two, kron(P12, Sylvester's of head_dim / 12)
+ *                                    for 96 and 192 (P12 = Paley's order 12, flashcute.fp8's
+ *                                    _paley12); s_i = -1 where bit i of rotation_signs is set
  *                                    (word i / 32, bit i % 32), else +1; fp32, unnormalised
  *   amax    = max |x| over the slot (rotate == 0): its seqlen rows and the heads / heads_k q heads
  *             of its group; with the rotation, the bound sqrt(fp32(head_dim * m)) >= max |y|,
@@ -210,7 +212,7 @@ typedef struct flashcute_fp8_quantize_args {
   int32_t heads_k;  /* heads % heads_k == 0: a slot spans the heads / heads_k heads of a group */
   int32_t head_dim; /* 64, 96, 128, 192 or 256 */
   int32_t dtype;    /* flashcute_dtype of x: FP16 or BF16 (all tensors of one call alike) */
-  int32_t rotate;   /* nonzero: rotate first (head_dim 64, 128 or 256) */
+  int32_t rotate;   /* nonzero: rotate first (any head_dim; with block_rows > 0: 64, 128 or 256) */
   uint32_t rotation_signs[8]; /* the signs s of the rotation, one bit per coordinate (see above) */
 
   /* Appended in 0.1 (older callers send a smaller struct_size: 0).
@@ -262,7 +264,8 @@ FLASHCUTE_API flashcute_status flashcute_fp8_quantize(const flashcute_fp8_quanti
 
 /* Whether flashcute_fp8_quantize can run for (dtype, head_dim, rotate) on `device` (-1 =
  * current): FLASHCUTE_OK, or UNSUPPORTED / INVALID_ARGUMENT with the reason in
- * flashcute_last_error() (not compiled in, not Hopper, no in-kernel rotation for this head dim). */
+ * flashcute_last_error() (not compiled in, not Hopper, an unsupported dtype or head dim). Every
+ * head dim rotates with per-slot scales; block-wise scales rotate head dims 64, 128 and 256. */
 FLASHCUTE_API flashcute_status flashcute_fp8_quantize_supported(int device, int dtype, int head_dim, int rotate);
 
 #ifdef __cplusplus

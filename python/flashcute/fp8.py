@@ -29,8 +29,9 @@ matrix (x) Sylvester), which covers head dims 64, 96, 128, 192 and 256.
 Speed: on a Hopper GPU, bf16/fp16 inputs (dense or varlen) take the compiled core's fused kernel
 (flashcute_fp8_quantize, impl="cuda"): one launch for q, k and v, every (batch, head_k) slot
 read twice in quick succession (amax, then scale + cast), the second read from L2, the rotation
-a fast Walsh-Hadamard transform in registers (head dims 64, 128, 256; 96 and 192 rotate on the
-torch path). Otherwise (CPU, fp32 input, another GPU, a build without the FP8 kernels)
+a fast Walsh-Hadamard transform in registers (head dims 128 and 256 partly on the tensor cores;
+96 and 192 with Paley's order-12 factor on the tensor cores; with block-wise scales, block_keys >
+0, head dims 96 and 192 rotate on the torch path). Otherwise (CPU, fp32 input, another GPU, a build without the FP8 kernels)
 the same arithmetic runs as torch ops. The torch path defines the semantics: the rotation in
 fp32 (the +-1 matrix is exact in bf16/fp16; 1/sqrt(d) is folded into the descale), then
 x * (fp32(1 / amax) * 448), saturate to +-448, round to nearest even. With the rotation, amax
@@ -632,6 +633,11 @@ def _quantize_qkv_impl(q, k, v, heads_k, rotate, seed, cu_seqlens_q, cu_seqlens_
     block-wise scales, q's per row, k's and v's per block of block_keys keys."""
     if block_keys > 0:
         jobs = ((q, rotate, 1), (k, rotate, block_keys), (v, False, block_keys))
+        if rotate and not _is_pow2(q.shape[-1]):  # the block kernel rotates Sylvester head dims only
+            if impl == "cuda":
+                raise ValueError(f"impl: 'cuda' cannot quantize this input: block-wise scales with the rotation "
+                                 f"take head dims 64, 128 and 256, not {q.shape[-1]}")
+            impl = "torch"
         if all(_use_cuda(t, None, r, impl) for t, r, _ in jobs) and q.dtype == k.dtype == v.dtype:
             (q8, qd), (k8, kd), (v8, vd) = _quantize_cuda_blocks(jobs, seed, vt_last=v_vt)
             return q8, k8, v8, qd, kd, vd

@@ -27,11 +27,13 @@ constexpr const char* kBuildHint =
     "the FP8 quantization kernel is built with the FP8 kernels (CMake: FLASHCUTE_FP8=ON and 90a in "
     "FLASHCUTE_CUDA_ARCHS, with FLASHCUTE_BUILD_KERNELS=ON)";
 
-bool rotation_in_kernel(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
-
 bool quantize_head_dim(int head_dim) {
   return head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 192 || head_dim == 256;
 }
+
+// The block-wise kernel rotates Sylvester head dims only; the per-slot kernel every head dim
+// (96 and 192: Paley's order-12 matrix times Sylvester's).
+bool block_rotation_in_kernel(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
 
 // As fwd.cpp's read_args: a smaller (older) caller's missing fields read as zero; a larger
 // (newer) caller is accepted when what this library does not know is zero.
@@ -98,11 +100,6 @@ flashcute_status validate_tensor(int i, const flashcute_fp8_quantize_args& a, in
     return fail(bad, "tensors[%d].heads_k: %d must be positive and divide heads (%d)", i, a.heads_k, a.heads);
   if (!quantize_head_dim(a.head_dim))
     return fail(bad, "tensors[%d].head_dim: %d; allowed: 64, 96, 128, 192, 256", i, a.head_dim);
-  if (a.rotate && !rotation_in_kernel(a.head_dim))
-    return fail(FLASHCUTE_ERROR_UNSUPPORTED,
-                "tensors[%d].rotate: the kernel rotates head dims 64, 128 and 256 (Sylvester Hadamard); head dim %d "
-                "needs the torch path (flashcute.fp8.quantize(..., impl=\"torch\"))",
-                i, a.head_dim);
   if (a.x8_vt && a.row_bounds)
     return fail(FLASHCUTE_ERROR_UNSUPPORTED, "tensors[%d].x8_vt: V^T output is for dense inputs, not with row_bounds", i);
   if (a.row_bounds && reinterpret_cast<uintptr_t>(a.row_bounds) % 4)
@@ -119,6 +116,10 @@ flashcute_status validate_tensor(int i, const flashcute_fp8_quantize_args& a, in
     if (int64_t(a.block_rows) * a.head_dim > flashcute::kFp8QuantizeMaxBlockElems)
       return fail(FLASHCUTE_ERROR_UNSUPPORTED, "tensors[%d].block_rows: %d rows of head dim %d exceed %d elements",
                   i, a.block_rows, a.head_dim, flashcute::kFp8QuantizeMaxBlockElems);
+    if (a.rotate && !block_rotation_in_kernel(a.head_dim))
+      return fail(FLASHCUTE_ERROR_UNSUPPORTED,
+                  "tensors[%d].block_rows: block-wise scales with the rotation take head dims 64, 128 and 256; head "
+                  "dim %d needs per-(batch, heads_k) scales (block_rows 0) or the torch path", i, a.head_dim);
     if (a.x8_vt && a.block_rows % 32)
       return fail(bad, "tensors[%d].block_rows: %d; with x8_vt a multiple of 32 (whole V^T key groups)", i,
                   a.block_rows);
@@ -292,9 +293,7 @@ extern "C" flashcute_status flashcute_fp8_quantize_supported(int device, int dty
                   dtype_name(dtype), dtype);
     if (!quantize_head_dim(head_dim))
       return fail(FLASHCUTE_ERROR_INVALID_ARGUMENT, "head_dim: %d; allowed: 64, 96, 128, 192, 256", head_dim);
-    if (rotate && !rotation_in_kernel(head_dim))
-      return fail(FLASHCUTE_ERROR_UNSUPPORTED, "rotate: the kernel rotates head dims 64, 128 and 256 only, not %d",
-                  head_dim);
+    (void)rotate;  // every head dim above rotates (block-wise scales: block_rotation_in_kernel)
 #if FLASHCUTE_BUILD_FP8_QUANTIZE
     DeviceInfo dev;
     return check_device(device, &dev);

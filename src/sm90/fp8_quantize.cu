@@ -50,10 +50,12 @@
 // i.e. the fast Walsh-Hadamard transform of x * s, in fp32: each thread holds 32 coordinates of
 // a row (4 groups of 8, one 16-byte load each), the D/32 threads of a row are adjacent lanes of
 // one warp. The 5 index bits inside a thread are butterflies in registers, the log2(D/32) bits
-// across threads are butterflies through __shfl_xor_sync. Power-of-two head dims only (64, 128,
-// 256); 96 and 192 (Paley) are quantized here only without rotation. Head dims 128 and 256
-// contract four of the coordinate bits on the tensor cores instead (hadamard_row_mma: about half
-// the instructions per rotated value; FLASHCUTE_FP8_QUANTIZE_MMA=0 goes back to the butterflies).
+// across threads are butterflies through __shfl_xor_sync. Head dims 128 and 256 contract four
+// of the coordinate bits on the tensor cores instead (hadamard_row_mma: about half the
+// instructions per rotated value; FLASHCUTE_FP8_QUANTIZE_MMA=0 goes back to the butterflies).
+// Head dims 96 and 192 (H = Paley's order 12 (x) Sylvester's, per-slot scales only): a row's
+// units in a block of 4 or 8 lanes (RowLayout), the order-12 factor on the tensor cores, the
+// Sylvester factor as butterflies (hadamard_row_paley), with or without the switch.
 //
 // Files: fp8_quantize_types.cuh (constants, switches, arguments), fp8_quantize_rotation.cuh (the
 // per-unit arithmetic and the rotation), fp8_quantize_schedule.cuh (counter positions, items),
@@ -281,13 +283,17 @@ int launch(const Fp8QuantizeParams& p) {
     if (prefix_entries > 0) plan_kernel<<<1, 32 * kMaxTensors, 0, stream>>>(a);
   };
   const bool mma = mma_rotation();
+  bool paley = false;  // a rotated tensor of head dim 96 or 192: the kernel that rotates those
+  for (int i = 0; i < a.num_tensors; ++i) paley |= a.t[i].rotate && a.t[i].head_dim % 3 == 0;
   const auto run = [&](Mode mode, int grid) {
-    if (mma) quantize_kernel<In, kVarlen, true><<<grid, kThreads, 0, stream>>>(a, mode);
+    if (paley) quantize_kernel<In, kVarlen, true, true><<<grid, kThreads, 0, stream>>>(a, mode);
+    else if (mma) quantize_kernel<In, kVarlen, true><<<grid, kThreads, 0, stream>>>(a, mode);
     else quantize_kernel<In, kVarlen, false><<<grid, kThreads, 0, stream>>>(a, mode);
   };
 
-  // Resident CTAs (launch bounds: kMinBlocksPerSm per SM fit); more would only queue behind.
-  const int resident = std::max(1, p.num_sms) * kMinBlocksPerSm;
+  // Resident CTAs (launch bounds: kMinBlocks per SM fit); more would only queue behind (and the
+  // fused schedule's waits need every CTA resident).
+  const int resident = std::max(1, p.num_sms) * (paley ? kMinBlocksPerSmPaley : kMinBlocksPerSm);
   long lag = -2;
   const bool forced = lag_override(&lag);
   if (forced && lag < 0) {  // two launches: every amax, then every cast

@@ -12,24 +12,58 @@
 namespace flashcute::sm90::quant {
 
 // ---- one item --------------------------------------------------------------------------------
+// Where a row's NU = D / 32 units sit. Plain: on NU adjacent lanes, unit u at lane u % NU. The
+// rows of a rotated tensor must sit in one warp each (the transform's shuffles and mma), which
+// NU = 3 or 6 (the Paley head dims 96 and 192) does not give: under the rotation such a row takes
+// a block of kLanes = 4 or 8 lanes, block lane t holding the unit of lane l = p (D 96) or 2p + h
+// (D 192), p = t % 4 and h = t / 4; p = 3 is idle (zeros, no store). Its coordinates are then
+// 8 (k NU + l) + e = (D / 12)(3k + p) + 8h + e, as hadamard_row_paley needs them.
+template <int D, bool kRotatedRows>
+struct RowLayout {
+  static constexpr int NU = D / kUnitElems;
+  static constexpr bool kPadded = kRotatedRows && kPaleyDim<D>;
+  static constexpr int kLanes = !kPadded ? NU : (NU == 3 ? 4 : 8);
+  // Unit u -> (row-and-head index, lane l); false for an idle lane.
+  __device__ __forceinline__ static bool place(unsigned u, unsigned& rh, unsigned& l) {
+    rh = u / kLanes;  // unsigned: / and % are a shift and a mask where kLanes is a power of two
+    const unsigned t = u % kLanes;
+    if constexpr (!kPadded) {
+      l = t;
+      return true;
+    } else {
+      const unsigned p = t % 4;
+      l = NU == 6 ? 2 * p + t / 4 : p;
+      return p < 3;
+    }
+  }
+};
+
 // Calls fn(v, active, x8_offset, u) for every unit u (32 coordinates of one row and head) of the
-// item, v the fp32 values y (rotated when kRotate). The loop and the shuffles inside it are
-// uniform over the CTA; units past the item's end have active == false and zeros.
-template <int D, bool kRotate, bool kMma, bool kLastUse, class In, class G, class Fn>
+// item, v the fp32 values y (rotated when kRotate; RowLayout<D, kRotatedRows> places them, the
+// tensor's rotation, also where this pass does not rotate). The loop and the shuffles inside it
+// are uniform over the CTA; units past the item's end, and idle lanes, have active == false and
+// zeros.
+template <int D, bool kRotate, bool kMma, bool kLastUse, class In, class G, bool kRotatedRows, class Fn>
 __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, const uint32_t* smem_masks,
                                               Fn&& fn) {
-  constexpr int NU = D / kUnitElems;  // threads per row
+  using Rows = RowLayout<D, kRotatedRows>;
+  constexpr int NU = D / kUnitElems;  // units per row
+  constexpr int NL = Rows::kLanes;    // lanes per row (NU, or a Paley row's padded block)
   static_assert(D % kUnitElems == 0, "head dim must be a multiple of 32");
-  static_assert(!kRotate || (kThreads % NU == 0 && 32 % NU == 0), "a rotated row must sit in one warp");
+  static_assert(!kRotatedRows || (kThreads % NL == 0 && 32 % NL == 0), "a rotated row must sit in one warp");
+  static_assert(kRotatedRows || !kRotate, "the rotation needs its rows in one warp");
   const int group = t.group;
   const int row0 = item_row0<G>(t, it);
   const int rows = item_rows<G>(t, it, row0);
-  const int units = rows * group * NU;
+  const int units = rows * group * NL;
   const int head0 = it.hk * group;
   const uint16_t* x = t.x + it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(head0) * t.xs_h;
   const int64_t o_base = it.b * t.os_b + int64_t(row0) * t.os_r + int64_t(head0) * t.os_h;
 
-  const uint32_t* masks = smem_masks + (threadIdx.x % NU) * kMaskWords;  // used only with kRotate
+  // used only with kRotate, whose lane is the same for every unit of the thread (kThreads % NL == 0)
+  unsigned rh0, my_lane;
+  Rows::place(threadIdx.x, rh0, my_lane);
+  const uint32_t* masks = smem_masks + my_lane * kMaskWords;
   uint32_t hb[2][2];
   mma_fragments<D, kRotate, kMma, In>(hb);
 
@@ -39,10 +73,9 @@ __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, c
     bool active[kUnitsPerStep];
 #pragma unroll
     for (int s = 0; s < kUnitsPerStep; ++s) {  // issue every load of the step first
-      // unsigned: u / NU and u % NU are a shift and a mask (signed, they need sign fix-ups)
       const unsigned u = unsigned(base + s * kThreads) + threadIdx.x;
-      active[s] = int(u) < units;
-      const unsigned lane = u % NU, rh = u / NU;
+      unsigned rh, lane;
+      active[s] = Rows::place(u, rh, lane) && int(u) < units;
       const unsigned r = group == 1 ? rh : rh / unsigned(group), g = rh - r * unsigned(group);
       const int64_t lane_off = lane * kGroupElems;
       // one address for the unit's four loads (written per load, ptxas rebuilt it from x each time)
@@ -135,12 +168,12 @@ __device__ __forceinline__ float scale_of(float amax, float descale_factor, floa
   return __fmul_rn(__frcp_rn(safe), kE4m3Max);
 }
 
-// One unit into a running amax m over unrotated values: its row's sum of squares (with the
-// rotation, for the bound sqrt(D * m)), else each |v| of its 32 values.
-template <int NU, bool kRotate>
+// One unit into a running amax m over unrotated values: its row's sum of squares over the row's
+// NL lanes (with the rotation, for the bound sqrt(D * m)), else each |v| of its 32 values.
+template <int NL, bool kRotate>
 __device__ __forceinline__ void track_unit_amax(float& m, const float (&v)[kUnitElems]) {
   if constexpr (kRotate) {
-    m = fmaxf(m, row_sum_squares<NU>(v));
+    m = fmaxf(m, row_sum_squares<NL>(v));
   } else {
 #pragma unroll
     for (int i = 0; i < kUnitElems; ++i) m = fmaxf(m, fabsf(v[i]));
@@ -171,16 +204,16 @@ __device__ __forceinline__ float cta_amax(float m, Shared<G>& sm) {
 // costs precision only below 2^-6 of the range: RMSE unchanged, benchmarks/RESULTS.md.)
 template <int D, bool kRotate, class In, class G>
 __device__ void amax_item(const Args& a, const Tensor& t, const Item& it, Shared<G>& sm) {
-  constexpr int NU = D / kUnitElems;  // adjacent lanes holding one row
   // With the rotation, sum(x^2) in fp32: 4 partial sums of 8 squares each, a tree over them and
-  // over the row's lanes, so every term passes through at most 8 + 2 + log2(NU) roundings: a
+  // over the row's lanes, so every term passes through at most 8 + 2 + log2(NL) roundings: a
   // relative error below 13 x 2^-24 = 7.7e-7 on the sum, half that on amax (D = 256; the torch
   // path sums in fp64, and the descale's test tolerance is 1e-6). Was fp64: F2F.F64.F32 + DFMA
   // per element and an FTZ multiply before each convert, 3 instructions per element where this
   // is 1 (run 103's SASS). (8 partial sums made ptxas spill the item loop's state at 64 registers.)
   float m = 0.f;
-  const auto track = [&](const float (&v)[kUnitElems], bool, int64_t, int) { track_unit_amax<NU, kRotate>(m, v); };
-  for_each_unit<D, false, false, false, In, G>(t, it, sm.masks[it.tensor], track);
+  constexpr int NL = RowLayout<D, kRotate>::kLanes;  // a row's lanes (its sum of squares' shuffles)
+  const auto track = [&](const float (&v)[kUnitElems], bool, int64_t, int) { track_unit_amax<NL, kRotate>(m, v); };
+  for_each_unit<D, false, false, false, In, G, kRotate>(t, it, sm.masks[it.tensor], track);
   const float amax = cta_amax<D, kRotate>(m, sm);
   if (threadIdx.x == 0) {
     // sqrt(D * ss) is monotonic in ss: the slot's max over items is the bound of its max row
@@ -308,7 +341,7 @@ __device__ void cast_item_vt(const Tensor& t, const Item& it, Shared<G>& sm) {
     vt_cast_bytes(v, scale, b);
     vt_place_unit<D, kKeys>(b, u, sm.vt_tile);
   };
-  for_each_unit<D, false, false, true, In, G>(t, it, sm.masks[it.tensor], cast_to_tile);
+  for_each_unit<D, false, false, true, In, G, false>(t, it, sm.masks[it.tensor], cast_to_tile);
   __syncthreads();
   vt_store_tile<D, kKeys>(t, it, sm.vt_tile);
 }
@@ -328,13 +361,15 @@ __device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool w
   const auto cast_and_store = [&](const float (&v)[kUnitElems], bool active, int64_t o, int) {
     if (active) cast_store_unit<D>(v, scale, x8 + o);
   };
-  for_each_unit<D, kRotate, kMma, true, In, G>(t, it, sm.masks[it.tensor], cast_and_store);
+  for_each_unit<D, kRotate, kMma, true, In, G, kRotate>(t, it, sm.masks[it.tensor], cast_and_store);
 }
 
 template <int D, bool kMma, class In, class G>
 __device__ __forceinline__ void run_item_d(const Args& a, const Tensor& t, const Item& it, bool cast, bool wait,
                                            Shared<G>& sm) {
-  constexpr bool kCanRotate = (D & (D - 1)) == 0;
+  // Sylvester head dims rotate in every instantiation, Paley's (96, 192) in G::kPaley's only (the
+  // host launches that one for them).
+  constexpr bool kCanRotate = !kPaleyDim<D> || G::kPaley;
   if (kCanRotate && t.rotate) {
     if constexpr (kCanRotate) {
       if (cast) cast_item<D, true, kMma, In>(a, t, it, wait, sm);
@@ -390,10 +425,10 @@ __device__ void build_sign_masks(const Args& a, Shared<G>& sm) {
   }
 }
 
-template <class In, bool kVarlen, bool kMma>
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+template <class In, bool kVarlen, bool kMma, bool kPaley = false>
+__global__ void __launch_bounds__(kThreads, Geometry<kVarlen, kItemUnits * kUnitElems, false, kPaley>::kMinBlocks)
     quantize_kernel(const __grid_constant__ Args a, Mode mode) {
-  using G = Geometry<kVarlen>;
+  using G = Geometry<kVarlen, kItemUnits * kUnitElems, false, kPaley>;
   __shared__ __align__(16) Shared<G> sm;
   build_sign_masks(a, sm);
   if (mode != Mode::kFused) {  // one pass, items statically strided over the grid

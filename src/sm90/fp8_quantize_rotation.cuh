@@ -123,10 +123,10 @@ __device__ __forceinline__ float raw_unit_amax(const uint4 (&raw)[kGroups]) {
 // 0-2 and 3-4 and the lane bits are all coordinate bits, and the transform is one butterfly
 // (a, b) -> (a + b, a - b) per coordinate bit, in any order.
 // The butterflies of register index bits log2(kFirst) .. 4 (the others are done elsewhere).
-template <int kFirst>
+template <int kFirst, int kEnd = kUnitElems>
 __device__ __forceinline__ void register_butterflies(float (&v)[kUnitElems]) {
 #pragma unroll
-  for (int h = kFirst; h < kUnitElems; h <<= 1) {
+  for (int h = kFirst; h < kEnd; h <<= 1) {
 #pragma unroll
     for (int i = 0; i < kUnitElems; ++i) {
       if (!(i & h)) {
@@ -228,15 +228,103 @@ __device__ __forceinline__ void hadamard_row_mma(const uint4 (&raw)[kGroups], co
   }
 }
 
+// ---- Paley head dims (96 = 12 x 8, 192 = 12 x 16) -----------------------------------------------
+// H = P12 (x) H_m (Paley's order-12 matrix, fp8.py's _paley12; Sylvester's H_m, m = D / 12), so
+// coordinate c = m a + b has H[c'][c] = P12[a'][a] H_m[b'][b]. A rotated Paley row sits in a block
+// of 4 (D 96) or 8 (D 192) lanes (RowLayout in fp8_quantize_item.cuh): block lane t holds
+// a = 3k + p (its group k, p = t % 4; p = 3 is an idle lane holding zeros) and b = 8h + e (h =
+// t / 4, e the register within the group). P12 then runs on the tensor cores, where the mma's
+// lane-in-quad q is p: its k16 is (k, p) as kappa = 8 (k / 2) + 2p + k % 2 -- A's registers pair
+// groups (0, 1) and (2, 3) -- its n16 (two n-tiles) the same for the output a, so each output
+// lands in the lane and register its input came from, and A's 16 rows are the warp's 8 row
+// blocks times the two e of a register pair. Then H_m: butterflies over e and, at D 192, over h
+// through one shuffle. 8 mma per unit, as hadamard_row_mma.
+template <int D>
+constexpr bool kPaleyDim = (D / kUnitElems) % 3 == 0;
+
+// The order-12 index of a k16 / n16 position (-1 for lane-in-quad 3, the idle lane's).
+__device__ __forceinline__ int paley_index(int x) {
+  const int q = (x % 8) / 2;
+  return q < 3 ? 3 * (2 * (x / 8) + x % 2) + q : -1;
+}
+
+// P12[i][j] as -1, 0 (i or j < 0) or +1: row 0 all +1, column 0 below it -1, the rest
+// delta(i, j) + chi((j - i) mod 11), chi the quadratic character mod 11 (residues 1, 3, 4, 5, 9).
+template <class In>
+__device__ __forceinline__ uint32_t paley12_entry(int i, int j) {
+  constexpr uint32_t kOne = std::is_same<In, Bf16>::value ? 0x3F80u : 0x3C00u;  // 1.0 in bf16 / fp16
+  if (i < 0 || j < 0) return 0u;
+  bool neg;
+  if (i == 0) neg = false;
+  else if (j == 0) neg = true;
+  else {
+    const int d = (j - i + 11) % 11;
+    neg = d != 0 && !((0x23Au >> d) & 1u);
+  }
+  return kOne | (neg ? 0x8000u : 0u);
+}
+
+// This lane's B fragments of P12 (rows kappa: the input a', columns n: the output a; as
+// hadamard16_fragments' registers): b[nt][r] = (P12[a'(kappa)][a(n)], kappa + 1), kappa = 8r + 2q,
+// n = 8 nt + g.
+template <class In>
+__device__ __forceinline__ void paley12_fragments(uint32_t (&b)[2][2]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const int a = paley_index(8 * nt + g);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int k0 = 8 * r + 2 * q;
+      b[nt][r] = paley12_entry<In>(paley_index(k0), a) | paley12_entry<In>(paley_index(k0 + 1), a) << 16;
+    }
+  }
+}
+
+// Word w of a group (w a constant after unrolling; indexing through a pointer put raw on the stack).
+__device__ __forceinline__ uint32_t word_of(const uint4& g, int w) {
+  return w == 0 ? g.x : w == 1 ? g.y : w == 2 ? g.z : g.w;
+}
+
+// A Paley unit's signed 16-bit values (apply_signs done) -> y = its row's transform
+// (unnormalised), up to the order of the fp32 sums. Uniform over the warp.
+template <int D, class In>
+__device__ __forceinline__ void hadamard_row_paley(const uint4 (&raw)[kGroups], const uint32_t (&pb)[2][2],
+                                                   float (&v)[kUnitElems]) {
+  static_assert(kPaleyDim<D> && (D == 96 || D == 192), "head dims 96 and 192");
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {  // the register pair of e = 2w (rows g) and e = 2w + 1 (rows g + 8)
+    const uint32_t r0 = word_of(raw[0], w), r1 = word_of(raw[1], w), r2 = word_of(raw[2], w), r3 = word_of(raw[3], w);
+    const uint32_t a0 = __byte_perm(r0, r1, 0x5410), a1 = __byte_perm(r0, r1, 0x7632);  // groups 0, 1
+    const uint32_t a2 = __byte_perm(r2, r3, 0x5410), a3 = __byte_perm(r2, r3, 0x7632);  // groups 2, 3
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      float c[4];
+      mma_16816<In>(c, a0, a1, a2, a3, pb[nt]);
+      const int i = 2 * nt * kGroupElems + 2 * w;  // C: (group 2 nt, e 2w), (2 nt + 1, 2w), then e 2w + 1
+      v[i] = c[0], v[i + kGroupElems] = c[1];
+      v[i + 1] = c[2], v[i + kGroupElems + 1] = c[3];
+    }
+  }
+  register_butterflies<1, kGroupElems>(v);  // H_m's bits e
+  if constexpr (D == 192) {  // and h, lane bit 2
+    const float sign = (threadIdx.x & 4) ? -1.f : 1.f;
+#pragma unroll
+    for (int i = 0; i < kUnitElems; ++i) v[i] = fmaf(v[i], sign, __shfl_xor_sync(0xffffffffu, v[i], 4));
+  }
+}
+
 // Whether the rotated casts of head dim D use hadamard_row_mma (kMma: the launch's choice,
 // FLASHCUTE_FP8_QUANTIZE_MMA) rather than hadamard_row.
 template <int D, bool kRotate, bool kMma>
 constexpr bool kMmaRotation = kMma && kRotate && (D == 128 || D == 256);
 
 // The B fragments for hadamard_row_mma where kMmaRotation (otherwise unused, no instructions).
+// Paley head dims always rotate on the tensor cores (hadamard_row_paley; kMma aside).
 template <int D, bool kRotate, bool kMma, class In>
 __device__ __forceinline__ void mma_fragments(uint32_t (&hb)[2][2]) {
-  if constexpr (kMmaRotation<D, kRotate, kMma>) hadamard16_fragments<In>(hb);
+  if constexpr (kRotate && kPaleyDim<D>) paley12_fragments<In>(hb);
+  else if constexpr (kMmaRotation<D, kRotate, kMma>) hadamard16_fragments<In>(hb);
   else hb[0][0] = hb[0][1] = hb[1][0] = hb[1][1] = 0;
 }
 
@@ -245,7 +333,10 @@ __device__ __forceinline__ void mma_fragments(uint32_t (&hb)[2][2]) {
 template <int D, bool kRotate, bool kMma, class In>
 __device__ __forceinline__ void unit_values(uint4 (&raw)[kGroups], const uint32_t* masks, const uint32_t (&hb)[2][2],
                                             float (&v)[kUnitElems]) {
-  if constexpr (kMmaRotation<D, kRotate, kMma>) {
+  if constexpr (kRotate && kPaleyDim<D>) {
+    apply_signs(raw, masks);
+    hadamard_row_paley<D, In>(raw, hb, v);
+  } else if constexpr (kMmaRotation<D, kRotate, kMma>) {
     apply_signs(raw, masks);
     hadamard_row_mma<D / kUnitElems, In>(raw, hb, v);
   } else {
