@@ -55,7 +55,7 @@
 // instructions per rotated value; FLASHCUTE_FP8_QUANTIZE_MMA=0 goes back to the butterflies).
 // Head dims 96 and 192 (H = Paley's order 12 (x) Sylvester's, per-slot scales only): a row's
 // units in a block of 4 or 8 lanes (RowLayout), the order-12 factor on the tensor cores, the
-// Sylvester factor as butterflies (hadamard_row_paley), with or without the switch.
+// Sylvester factor as butterflies (hadamard_pair_paley), with or without the switch.
 //
 // Files: fp8_quantize_types.cuh (constants, switches, arguments), fp8_quantize_rotation.cuh (the
 // per-unit arithmetic and the rotation), fp8_quantize_schedule.cuh (counter positions, items),

@@ -17,7 +17,7 @@ namespace flashcute::sm90::quant {
 // NU = 3 or 6 (the Paley head dims 96 and 192) does not give: under the rotation such a row takes
 // a block of kLanes = 4 or 8 lanes, block lane t holding the unit of lane l = p (D 96) or 2p + h
 // (D 192), p = t % 4 and h = t / 4; p = 3 is idle (zeros, no store). Its coordinates are then
-// 8 (k NU + l) + e = (D / 12)(3k + p) + 8h + e, as hadamard_row_paley needs them.
+// 8 (k NU + l) + e = (D / 12)(3k + p) + 8h + e, as hadamard_pair_paley needs them.
 template <int D, bool kRotatedRows>
 struct RowLayout {
   static constexpr int NU = D / kUnitElems;
@@ -38,20 +38,17 @@ struct RowLayout {
   }
 };
 
-// Calls fn(v, active, x8_offset, u) for every unit u (32 coordinates of one row and head) of the
-// item, v the fp32 values y (rotated when kRotate; RowLayout<D, kRotatedRows> places them, the
-// tensor's rotation, also where this pass does not rotate). The loop and the shuffles inside it
-// are uniform over the CTA; units past the item's end, and idle lanes, have active == false and
-// zeros.
-template <int D, bool kRotate, bool kMma, bool kLastUse, class In, class G, bool kRotatedRows, class Fn>
-__device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, const uint32_t* smem_masks,
-                                              Fn&& fn) {
+// Calls fn(raw, active, x8_offset, u) for every unit u (32 coordinates of one row and head) of
+// the item, raw its 16-bit values as loaded (4 groups of 8), placed by RowLayout<D, kRotatedRows>
+// (the tensor's rotation decides the layout, also in a pass that does not rotate). The loop is
+// uniform over the CTA; units past the item's end, and idle lanes, have active == false and zeros.
+template <int D, bool kLastUse, class G, bool kRotatedRows, class Fn>
+__device__ __forceinline__ void for_each_unit_raw(const Tensor& t, const Item& it, Fn&& fn) {
   using Rows = RowLayout<D, kRotatedRows>;
   constexpr int NU = D / kUnitElems;  // units per row
   constexpr int NL = Rows::kLanes;    // lanes per row (NU, or a Paley row's padded block)
   static_assert(D % kUnitElems == 0, "head dim must be a multiple of 32");
   static_assert(!kRotatedRows || (kThreads % NL == 0 && 32 % NL == 0), "a rotated row must sit in one warp");
-  static_assert(kRotatedRows || !kRotate, "the rotation needs its rows in one warp");
   const int group = t.group;
   const int row0 = item_row0<G>(t, it);
   const int rows = item_rows<G>(t, it, row0);
@@ -59,13 +56,6 @@ __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, c
   const int head0 = it.hk * group;
   const uint16_t* x = t.x + it.b * t.xs_b + int64_t(row0) * t.xs_r + int64_t(head0) * t.xs_h;
   const int64_t o_base = it.b * t.os_b + int64_t(row0) * t.os_r + int64_t(head0) * t.os_h;
-
-  // used only with kRotate, whose lane is the same for every unit of the thread (kThreads % NL == 0)
-  unsigned rh0, my_lane;
-  Rows::place(threadIdx.x, rh0, my_lane);
-  const uint32_t* masks = smem_masks + my_lane * kMaskWords;
-  uint32_t hb[2][2];
-  mma_fragments<D, kRotate, kMma, In>(hb);
 
   for (int base = 0; base < units; base += kThreads * kUnitsPerStep) {
     uint4 raw[kUnitsPerStep][kGroups];
@@ -87,12 +77,33 @@ __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, c
       }
     }
 #pragma unroll
-    for (int s = 0; s < kUnitsPerStep; ++s) {
-      float v[kUnitElems];
-      unit_values<D, kRotate, kMma, In>(raw[s], masks, hb, v);
-      fn(v, active[s], o_off[s], base + s * kThreads + int(threadIdx.x));
-    }
+    for (int s = 0; s < kUnitsPerStep; ++s) fn(raw[s], active[s], o_off[s], base + s * kThreads + int(threadIdx.x));
   }
+}
+
+// The rotation's sign masks of this thread's lane (the same for every unit of the thread:
+// kThreads is a multiple of the row's lanes).
+template <int D, bool kRotatedRows>
+__device__ __forceinline__ const uint32_t* lane_masks(const uint32_t* smem_masks) {
+  unsigned rh, lane;
+  RowLayout<D, kRotatedRows>::place(threadIdx.x, rh, lane);
+  return smem_masks + lane * kMaskWords;
+}
+
+// for_each_unit_raw with fn(v, active, x8_offset, u): v the unit's fp32 values y (rotated when
+// kRotate, which needs kRotatedRows).
+template <int D, bool kRotate, bool kMma, bool kLastUse, class In, class G, bool kRotatedRows, class Fn>
+__device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, const uint32_t* smem_masks,
+                                              Fn&& fn) {
+  static_assert(kRotatedRows || !kRotate, "the rotation needs its rows in one warp");
+  const uint32_t* masks = lane_masks<D, kRotatedRows>(smem_masks);  // used only with kRotate
+  uint32_t hb[2][2];
+  mma_fragments<D, kRotate, kMma, In>(hb);
+  for_each_unit_raw<D, kLastUse, G, kRotatedRows>(t, it, [&](uint4 (&raw)[kGroups], bool active, int64_t o, int u) {
+    float v[kUnitElems];
+    unit_values<D, kRotate, kMma, In>(raw, masks, hb, v);
+    fn(v, active, o, u);
+  });
 }
 
 // A V^T item (x8_vt, head dims 128 / 256) is rows_per_item = kItemUnits * 32 / D keys of one
@@ -144,20 +155,26 @@ __device__ __forceinline__ float row_sum_squares(const float (&v)[kUnitElems]) {
   return ss;
 }
 
-// One unit's 32 values, scaled, as e4m3 to x8 + o (4 groups of 8 bytes, D / 32 groups apart).
-template <int D>
-__device__ __forceinline__ void cast_store_unit(const float (&v)[kUnitElems], float scale, uint8_t* x8) {
+// Groups k0 .. k0 + kN - 1 of a unit (g: their 8 kN values), scaled, as e4m3 to x8 + o, the
+// unit's first group (groups of 8 bytes, D / 32 groups apart).
+template <int D, int kN = kGroups>
+__device__ __forceinline__ void cast_store_groups(const float* g, float scale, uint8_t* x8, int k0 = 0) {
 #pragma unroll
-  for (int k = 0; k < kGroups; ++k) {
-    const float* g = v + k * kGroupElems;
+  for (int k = 0; k < kN; ++k, g += kGroupElems) {
     uint2 packed;
     packed.x = e4m3x2(__fmul_rn(g[0], scale), __fmul_rn(g[1], scale)) |
                e4m3x2(__fmul_rn(g[2], scale), __fmul_rn(g[3], scale)) << 16;
     packed.y = e4m3x2(__fmul_rn(g[4], scale), __fmul_rn(g[5], scale)) |
                e4m3x2(__fmul_rn(g[6], scale), __fmul_rn(g[7], scale)) << 16;
     // streaming store: x8 is not read again, L2 is better spent on x
-    __stcs(reinterpret_cast<uint2*>(x8 + k * (D / kUnitElems) * kGroupElems), packed);
+    __stcs(reinterpret_cast<uint2*>(x8 + (k0 + k) * (D / kUnitElems) * kGroupElems), packed);
   }
+}
+
+// One unit's 32 values, scaled, as e4m3 to x8 + o.
+template <int D>
+__device__ __forceinline__ void cast_store_unit(const float (&v)[kUnitElems], float scale, uint8_t* x8) {
+  cast_store_groups<D>(v, scale, x8);
 }
 
 // An amax's scale (torch's arithmetic: fp32 reciprocal, then times 448; not 448 / amax, which
@@ -358,10 +375,25 @@ __device__ void cast_item(const Args& a, const Tensor& t, const Item& it, bool w
   }
   const float scale = sm.scale;
   uint8_t* x8 = t.x8;
-  const auto cast_and_store = [&](const float (&v)[kUnitElems], bool active, int64_t o, int) {
-    if (active) cast_store_unit<D>(v, scale, x8 + o);
-  };
-  for_each_unit<D, kRotate, kMma, true, In, G, kRotate>(t, it, sm.masks[it.tensor], cast_and_store);
+  if constexpr (kRotate && kPaleyDim<D>) {  // Paley rows: the transform and the cast in two halves
+    const uint32_t* masks = lane_masks<D, true>(sm.masks[it.tensor]);
+    uint32_t pb[2][2];
+    paley12_fragments<In>(pb);
+    for_each_unit_raw<D, true, G, true>(t, it, [&](uint4 (&raw)[kGroups], bool active, int64_t o, int) {
+      apply_signs(raw, masks);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        float v[2 * kGroupElems];
+        hadamard_pair_paley<D, In>(raw, pb[nt], v);
+        if (active) cast_store_groups<D, 2>(v, scale, x8 + o, 2 * nt);
+      }
+    });
+  } else {
+    const auto cast_and_store = [&](const float (&v)[kUnitElems], bool active, int64_t o, int) {
+      if (active) cast_store_unit<D>(v, scale, x8 + o);
+    };
+    for_each_unit<D, kRotate, kMma, true, In, G, kRotate>(t, it, sm.masks[it.tensor], cast_and_store);
+  }
 }
 
 template <int D, bool kMma, class In, class G>

@@ -123,10 +123,10 @@ __device__ __forceinline__ float raw_unit_amax(const uint4 (&raw)[kGroups]) {
 // 0-2 and 3-4 and the lane bits are all coordinate bits, and the transform is one butterfly
 // (a, b) -> (a + b, a - b) per coordinate bit, in any order.
 // The butterflies of register index bits log2(kFirst) .. 4 (the others are done elsewhere).
-template <int kFirst, int kEnd = kUnitElems>
+template <int kFirst>
 __device__ __forceinline__ void register_butterflies(float (&v)[kUnitElems]) {
 #pragma unroll
-  for (int h = kFirst; h < kEnd; h <<= 1) {
+  for (int h = kFirst; h < kUnitElems; h <<= 1) {
 #pragma unroll
     for (int i = 0; i < kUnitElems; ++i) {
       if (!(i & h)) {
@@ -286,31 +286,39 @@ __device__ __forceinline__ uint32_t word_of(const uint4& g, int w) {
   return w == 0 ? g.x : w == 1 ? g.y : w == 2 ? g.z : g.w;
 }
 
-// A Paley unit's signed 16-bit values (apply_signs done) -> y = its row's transform
-// (unnormalised), up to the order of the fp32 sums. Uniform over the warp.
+// Groups 2 nt and 2 nt + 1 of a Paley unit's transform y (unnormalised; v: group 2 nt + j at
+// 8 j + e), from its signed 16-bit values (apply_signs done) and P12's n-tile nt (pb_nt: 
+// paley12_fragments' b[nt]), up to the order of the fp32 sums. Uniform over the warp. A unit is
+// done in two such halves: whole, its 16 packed pairs as the mma's operands next to 32 results
+// spilled the item loop's addresses at 64 registers and 48 bytes still at 80 (ptxas, bf16).
 template <int D, class In>
-__device__ __forceinline__ void hadamard_row_paley(const uint4 (&raw)[kGroups], const uint32_t (&pb)[2][2],
-                                                   float (&v)[kUnitElems]) {
-  static_assert(kPaleyDim<D> && (D == 96 || D == 192), "head dims 96 and 192");
+__device__ __forceinline__ void hadamard_pair_paley(const uint4 (&raw)[kGroups], const uint32_t (&pb_nt)[2],
+                                                    float (&v)[2 * kGroupElems]) {
+  static_assert(D == 96 || D == 192, "head dims 96 and 192");
 #pragma unroll
   for (int w = 0; w < 4; ++w) {  // the register pair of e = 2w (rows g) and e = 2w + 1 (rows g + 8)
     const uint32_t r0 = word_of(raw[0], w), r1 = word_of(raw[1], w), r2 = word_of(raw[2], w), r3 = word_of(raw[3], w);
-    const uint32_t a0 = __byte_perm(r0, r1, 0x5410), a1 = __byte_perm(r0, r1, 0x7632);  // groups 0, 1
-    const uint32_t a2 = __byte_perm(r2, r3, 0x5410), a3 = __byte_perm(r2, r3, 0x7632);  // groups 2, 3
+    float c[4];  // C: (group 2 nt, e 2w), (2 nt + 1, 2w), then e 2w + 1
+    mma_16816<In>(c, __byte_perm(r0, r1, 0x5410), __byte_perm(r0, r1, 0x7632),  // groups 0, 1
+                  __byte_perm(r2, r3, 0x5410), __byte_perm(r2, r3, 0x7632), pb_nt);  // groups 2, 3
+    v[2 * w] = c[0], v[kGroupElems + 2 * w] = c[1];
+    v[2 * w + 1] = c[2], v[kGroupElems + 2 * w + 1] = c[3];
+  }
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      float c[4];
-      mma_16816<In>(c, a0, a1, a2, a3, pb[nt]);
-      const int i = 2 * nt * kGroupElems + 2 * w;  // C: (group 2 nt, e 2w), (2 nt + 1, 2w), then e 2w + 1
-      v[i] = c[0], v[i + kGroupElems] = c[1];
-      v[i + 1] = c[2], v[i + kGroupElems + 1] = c[3];
+  for (int h = 1; h < kGroupElems; h <<= 1) {  // H_m's bits e
+#pragma unroll
+    for (int i = 0; i < 2 * kGroupElems; ++i) {
+      if (!(i & h)) {
+        const float a = v[i], b = v[i + h];
+        v[i] = a + b;
+        v[i + h] = a - b;
+      }
     }
   }
-  register_butterflies<1, kGroupElems>(v);  // H_m's bits e
   if constexpr (D == 192) {  // and h, lane bit 2
     const float sign = (threadIdx.x & 4) ? -1.f : 1.f;
 #pragma unroll
-    for (int i = 0; i < kUnitElems; ++i) v[i] = fmaf(v[i], sign, __shfl_xor_sync(0xffffffffu, v[i], 4));
+    for (int i = 0; i < 2 * kGroupElems; ++i) v[i] = fmaf(v[i], sign, __shfl_xor_sync(0xffffffffu, v[i], 4));
   }
 }
 
@@ -320,11 +328,9 @@ template <int D, bool kRotate, bool kMma>
 constexpr bool kMmaRotation = kMma && kRotate && (D == 128 || D == 256);
 
 // The B fragments for hadamard_row_mma where kMmaRotation (otherwise unused, no instructions).
-// Paley head dims always rotate on the tensor cores (hadamard_row_paley; kMma aside).
 template <int D, bool kRotate, bool kMma, class In>
 __device__ __forceinline__ void mma_fragments(uint32_t (&hb)[2][2]) {
-  if constexpr (kRotate && kPaleyDim<D>) paley12_fragments<In>(hb);
-  else if constexpr (kMmaRotation<D, kRotate, kMma>) hadamard16_fragments<In>(hb);
+  if constexpr (kMmaRotation<D, kRotate, kMma>) hadamard16_fragments<In>(hb);
   else hb[0][0] = hb[0][1] = hb[1][0] = hb[1][1] = 0;
 }
 
@@ -333,10 +339,8 @@ __device__ __forceinline__ void mma_fragments(uint32_t (&hb)[2][2]) {
 template <int D, bool kRotate, bool kMma, class In>
 __device__ __forceinline__ void unit_values(uint4 (&raw)[kGroups], const uint32_t* masks, const uint32_t (&hb)[2][2],
                                             float (&v)[kUnitElems]) {
-  if constexpr (kRotate && kPaleyDim<D>) {
-    apply_signs(raw, masks);
-    hadamard_row_paley<D, In>(raw, hb, v);
-  } else if constexpr (kMmaRotation<D, kRotate, kMma>) {
+  static_assert(!(kRotate && kPaleyDim<D>), "Paley rows rotate in halves (cast_units_paley)");
+  if constexpr (kMmaRotation<D, kRotate, kMma>) {
     apply_signs(raw, masks);
     hadamard_row_mma<D / kUnitElems, In>(raw, hb, v);
   } else {

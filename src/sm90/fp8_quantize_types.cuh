@@ -26,10 +26,10 @@ constexpr int kWarps = kThreads / 32;
 #endif
 constexpr int kMinBlocksPerSm = FLASHCUTE_FP8_QUANTIZE_BLOCKS_PER_SM;
 // The per-slot kernel's instantiation for launches with a rotated Paley tensor (head dims 96 and
-// 192, Geometry::kPaley): its transform holds a unit's 16 packed pairs as the mma's operands
-// next to the 32 results, which spilled the item loop's addresses at 64 registers (ptxas); 3 CTAs
-// per SM leave 80. The other instantiations keep 4 and never compile that path.
-constexpr int kMinBlocksPerSmPaley = 2;
+// 192, Geometry::kPaley): its transform (hadamard_pair_paley, in two halves of a unit) spills
+// the item loop's addresses at 64 registers (ptxas); 3 CTAs per SM leave 80. The other
+// instantiations keep 4 and never compile that path.
+constexpr int kMinBlocksPerSmPaley = 3;
 constexpr int kGroupElems = 8;           // one 16-byte load of fp16/bf16
 constexpr int kGroups = 4;               // groups per thread and unit
 constexpr int kUnitElems = kGroupElems * kGroups;  // 32 coordinates of one row per thread
@@ -49,7 +49,7 @@ constexpr int64_t kLagBudgetBytes = 24ll << 20;  // x bytes between a chunk's tw
 // kFastDecode: decode_item divides by the tensor's multiply-shift divisors. The block kernel
 // only, where runs 150-153 measured it; the slot kernels compile without spills with it too
 // (ptxas, session 42) but keep the hardware-less division until a GPU run has tested them.
-// kPaley: the launch has a rotated tensor of head dim 96 or 192 (hadamard_row_paley); only this
+// kPaley: the launch has a rotated tensor of head dim 96 or 192 (hadamard_pair_paley); only this
 // instantiation compiles that path, at kMinBlocksPerSmPaley CTAs per SM.
 template <bool kVarlen_, int kVtTileBytes_ = kItemUnits * kUnitElems, bool kFastDecode_ = false, bool kPaley_ = false>
 struct Geometry {
