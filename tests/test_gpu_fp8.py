@@ -132,6 +132,16 @@ def test_fp8_kernel_matrix(d, sq, sk, mask, softcap, ratio, batch):
                      backend="sm90", **mask)
 
 
+@pytest.mark.parametrize("mi", range(len(MASKS)))
+@pytest.mark.parametrize("sq,sk", [(113, 203), (300, 1030)])
+def test_fp8_kernel_hdim_192_v128(mi, sq, sk):
+    """The (192, 128) head dims (q and k at 192, v and out at 128; DeepSeek's shape) on the e4m3
+    kernel, GQA 4, against the emulation, NaN-poisoned outputs."""
+    require_fp8(192, 128)
+    qs, ks, vs = quantized(2, sq, sk, 8, 2, 192, dv=128, seed=mi + sq)
+    check_fp8_kernel(qs, ks, vs, f"(192, 128) {sq}x{sk} {MASKS[mi]}", backend="sm90", **MASKS[mi])
+
+
 @pytest.mark.parametrize("d", HDIMS)
 @pytest.mark.parametrize("mi", range(len(MASKS)))
 @pytest.mark.parametrize("softcap", [0.0, 10.0])
@@ -401,6 +411,17 @@ def test_fp8_mode_end_to_end(d, dtype, cfg):
     q, k, v = _randn(2, 300, 8, d, dtype=dtype), _randn(2, 500, 2, d, dtype=dtype), _randn(2, 500, 2, d, dtype=dtype)
     mode_check(q, k, v, cfg, f"mode d={d} {dtype} {cfg}", causal=True)
     mode_check(q, k, v, cfg, f"mode d={d} {dtype} {cfg} softcap", softcap=20.0, window_size=(128, 0))
+
+
+@pytest.mark.parametrize("cfg", [True, F.FP8Config(rotate=False)])
+def test_fp8_mode_hdim_192_v128(cfg):
+    """The FP8 mode at (192, 128): q and k rotated (Paley's H in the CUDA quantizer) at 192, v at
+    128, one launch; out at 128."""
+    require_fp8(192, 128)
+    torch.manual_seed(192)
+    q, k, v = _randn(2, 300, 8, 192, dtype=BF), _randn(2, 500, 2, 192, dtype=BF), _randn(2, 500, 2, 128, dtype=BF)
+    mode_check(q, k, v, cfg, f"mode (192, 128) {cfg}", causal=True)
+    mode_check(q, k, v, cfg, f"mode (192, 128) {cfg} window", window_size=(128, 0))
 
 
 def test_fp8_mode_sdpa_and_varlen_paths():
