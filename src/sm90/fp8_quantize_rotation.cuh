@@ -123,12 +123,13 @@ __device__ __forceinline__ float raw_unit_amax(const uint4 (&raw)[kGroups]) {
 // 0-2 and 3-4 and the lane bits are all coordinate bits, and the transform is one butterfly
 // (a, b) -> (a + b, a - b) per coordinate bit, in any order.
 // The butterflies of register index bits log2(kFirst) .. 4 (the others are done elsewhere).
-template <int kFirst>
-__device__ __forceinline__ void register_butterflies(float (&v)[kUnitElems]) {
+// (kEnd: the bits below it only; N: the values, a unit's or a Paley half-unit's.)
+template <int kFirst, int kEnd = kUnitElems, int N>
+__device__ __forceinline__ void register_butterflies(float (&v)[N]) {
 #pragma unroll
-  for (int h = kFirst; h < kUnitElems; h <<= 1) {
+  for (int h = kFirst; h < kEnd; h <<= 1) {
 #pragma unroll
-    for (int i = 0; i < kUnitElems; ++i) {
+    for (int i = 0; i < N; ++i) {
       if (!(i & h)) {
         const float a = v[i], b = v[i + h];
         v[i] = a + b;
@@ -287,7 +288,7 @@ __device__ __forceinline__ uint32_t word_of(const uint4& g, int w) {
 }
 
 // Groups 2 nt and 2 nt + 1 of a Paley unit's transform y (unnormalised; v: group 2 nt + j at
-// 8 j + e), from its signed 16-bit values (apply_signs done) and P12's n-tile nt (pb_nt: 
+// 8 j + e), from its signed 16-bit values (apply_signs done) and P12's n-tile nt (pb_nt:
 // paley12_fragments' b[nt]), up to the order of the fp32 sums. Uniform over the warp. A unit is
 // done in two such halves: whole, its 16 packed pairs as the mma's operands next to 32 results
 // spilled the item loop's addresses at 64 registers and 48 bytes still at 80 (ptxas, bf16).
@@ -304,17 +305,7 @@ __device__ __forceinline__ void hadamard_pair_paley(const uint4 (&raw)[kGroups],
     v[2 * w] = c[0], v[kGroupElems + 2 * w] = c[1];
     v[2 * w + 1] = c[2], v[kGroupElems + 2 * w + 1] = c[3];
   }
-#pragma unroll
-  for (int h = 1; h < kGroupElems; h <<= 1) {  // H_m's bits e
-#pragma unroll
-    for (int i = 0; i < 2 * kGroupElems; ++i) {
-      if (!(i & h)) {
-        const float a = v[i], b = v[i + h];
-        v[i] = a + b;
-        v[i + h] = a - b;
-      }
-    }
-  }
+  register_butterflies<1, kGroupElems>(v);  // H_m's bits e
   if constexpr (D == 192) {  // and h, lane bit 2
     const float sign = (threadIdx.x & 4) ? -1.f : 1.f;
 #pragma unroll
