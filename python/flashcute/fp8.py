@@ -792,8 +792,8 @@ def quantize(x: torch.Tensor, heads_k: Optional[int] = None, *, rotate: bool = F
     rotate / seed: apply hadamard(x, seed) first, fused (the rotated tensor is never written).
     scale = 448 / amax over the slot; values saturate at +-448 and round to nearest even. With
     the rotation amax is the bound sqrt(d) * max row norm of x on the rotated values (module doc).
-    impl: "auto" (the compiled CUDA kernel for dense bf16/fp16 CUDA tensors where the library
-    has it -- Hopper, a build with the FP8 kernels, no rotation or head dim 64/128/256 --
+    impl: "auto" (the compiled CUDA kernel for bf16/fp16 CUDA tensors, dense or varlen, where
+    the library has it -- Hopper, a build with the FP8 kernels; every head dim rotates there --
     else torch ops), or force "cuda" / "torch" / "triton" (ValueError where the forced path
     cannot take the input; tests compare them). The Triton path is experimental (_use_triton).
     """
