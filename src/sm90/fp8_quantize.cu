@@ -283,7 +283,9 @@ int launch(const Fp8QuantizeParams& p) {
     if (prefix_entries > 0) plan_kernel<<<1, 32 * kMaxTensors, 0, stream>>>(a);
   };
   const bool mma = mma_rotation();
-  bool paley = false;  // a rotated tensor of head dim 96 or 192: the kernel that rotates those
+  // A rotated tensor of head dim 96 or 192: the kernel that rotates those (with kMma set, so a
+  // rotated 2^k tensor in the same launch takes the tensor cores whatever the switch says).
+  bool paley = false;
   for (int i = 0; i < a.num_tensors; ++i) paley |= a.t[i].rotate && a.t[i].head_dim % 3 == 0;
   const auto run = [&](Mode mode, int grid) {
     if (paley) quantize_kernel<In, kVarlen, true, true><<<grid, kThreads, 0, stream>>>(a, mode);
