@@ -63,6 +63,16 @@ def varlen_case(backend, d):
     return (out.float() - ref.float()).abs().max().item()
 
 
+def fp8_mode_errors(seed, q_shape, kv_shape, cfgs=(True,)):
+    """The FP8 mode end to end (causal) against float64 on its bf16 inputs: the max error per
+    FP8Config (NaN counts as 1e9, so an unwritten output fails)."""
+    torch.manual_seed(seed)
+    q, k, v = (torch.randn(*shape, device="cuda", dtype=torch.bfloat16) for shape in (q_shape, kv_shape, kv_shape))
+    ref, _ = attention_ref(q, k, v, causal=True)
+    return [(flashcute.flash_attn_func(q, k, v, causal=True, fp8=cfg).double() - ref).abs().nan_to_num(1e9).max().item()
+            for cfg in cfgs]
+
+
 def fp8_case(d, sq, sk, hq=2, hk=1, batch=2, **kw):
     """FP8 kernel vs the float64 reference on the dequantized inputs (q/k/v with descales != 1)."""
     torch.manual_seed(sq * 17 + sk + d)
@@ -122,29 +132,19 @@ def fp8_cases():
             # (its block kernel), the kernel reads them; 300 keys: a partial block and V^T padding.
             # Against float64 on the bf16 inputs, as the FP8 cases above (the two paths quantize
             # differently, so they are not compared with each other).
-            torch.manual_seed(d)
-            q, k, v = (torch.randn(2, 300, 2, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-            ref, _ = attention_ref(q, k, v, causal=True)
-            errs = [(flashcute.flash_attn_func(q, k, v, causal=True, fp8=cfg).double() - ref).abs().nan_to_num(1e9)
-                    .max().item() for cfg in (True, F.FP8Config(v_colmajor=False))]
+            errs = fp8_mode_errors(d, (2, 300, 2, d), (2, 300, 2, d), (True, F.FP8Config(v_colmajor=False)))
             print(f"sm90 e4m3 FP8 mode hdim {d}: max errors (block scales, per head) {['%.2e' % e for e in errs]}",
                   flush=True)
             worst = max(worst, max(errs))
     for d in (96, 192):  # the FP8 mode with Paley's rotation in the per-slot quantizer (GQA: a slot of 2 heads)
         if flashcute.supported(-1, "sm90", "e4m3", d):
-            torch.manual_seed(d)
-            q, k, v = (torch.randn(2, 300, h, d, device="cuda", dtype=torch.bfloat16) for h in (4, 2, 2))
-            ref, _ = attention_ref(q, k, v, causal=True)
-            err = (flashcute.flash_attn_func(q, k, v, causal=True, fp8=True).double() - ref).abs().nan_to_num(1e9)
-            print(f"sm90 e4m3 FP8 mode hdim {d} (rotated in the quantizer): max error {err.max().item():.2e}", flush=True)
-            worst = max(worst, err.max().item())
+            err, = fp8_mode_errors(d, (2, 300, 4, d), (2, 300, 2, d))
+            print(f"sm90 e4m3 FP8 mode hdim {d} (rotated in the quantizer): max error {err:.2e}", flush=True)
+            worst = max(worst, err)
     if flashcute.supported(-1, "sm90", "e4m3", 128):
         # 4099 keys at d=128: the quantizer's 192-key blocks (the kernel's tile from 4096 keys),
         # a partial last block and V^T padding
-        torch.manual_seed(4099)
-        q, k, v = (torch.randn(1, 4099, 2, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        ref, _ = attention_ref(q, k, v, causal=True)
-        err = (flashcute.flash_attn_func(q, k, v, causal=True, fp8=True).double() - ref).abs().nan_to_num(1e9).max().item()
+        err, = fp8_mode_errors(4099, (1, 4099, 2, 128), (1, 4099, 2, 128))
         print(f"sm90 e4m3 FP8 mode hdim 128, 4099 keys: max error {err:.2e}", flush=True)
         worst = max(worst, err)
     return worst

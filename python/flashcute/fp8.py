@@ -31,8 +31,8 @@ Speed: on a Hopper GPU, bf16/fp16 inputs (dense or varlen) take the compiled cor
 read twice in quick succession (amax, then scale + cast), the second read from L2, the rotation
 a fast Walsh-Hadamard transform in registers (head dims 128 and 256 partly on the tensor cores;
 96 and 192 with Paley's order-12 factor on the tensor cores; with block-wise scales, block_keys >
-0, head dims 96 and 192 rotate on the torch path). Otherwise (CPU, fp32 input, another GPU, a build without the FP8 kernels)
-the same arithmetic runs as torch ops. The torch path defines the semantics: the rotation in
+0, head dims 96 and 192 rotate on the torch path). Otherwise (CPU, fp32 input, another GPU, a
+build without the FP8 kernels) the same arithmetic runs as torch ops. The torch path defines the semantics: the rotation in
 fp32 (the +-1 matrix is exact in bf16/fp16; 1/sqrt(d) is folded into the descale), then
 x * (fp32(1 / amax) * 448), saturate to +-448, round to nearest even. With the rotation, amax
 is not max |x R| but the bound sqrt(d * max_row sum(x_row^2)) (_slot_amax), which needs no

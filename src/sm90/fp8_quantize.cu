@@ -286,7 +286,7 @@ int launch(const Fp8QuantizeParams& p) {
   // A rotated tensor of head dim 96 or 192: the kernel that rotates those (with kMma set, so a
   // rotated 2^k tensor in the same launch takes the tensor cores whatever the switch says).
   bool paley = false;
-  for (int i = 0; i < a.num_tensors; ++i) paley |= a.t[i].rotate && a.t[i].head_dim % 3 == 0;
+  for (int i = 0; i < a.num_tensors; ++i) paley |= a.t[i].rotate && paley_head_dim(a.t[i].head_dim);
   const auto run = [&](Mode mode, int grid) {
     if (paley) quantize_kernel<In, kVarlen, true, true><<<grid, kThreads, 0, stream>>>(a, mode);
     else if (mma) quantize_kernel<In, kVarlen, true><<<grid, kThreads, 0, stream>>>(a, mode);

@@ -139,18 +139,21 @@ __device__ __forceinline__ void register_butterflies(float (&v)[N]) {
   }
 }
 
+// The butterfly of lane bit m (a power of two below the row's lanes) through a shuffle: the lower
+// lane of a pair keeps a + b, the upper one a - b; fma(v, -+1, partner) is the sum or difference,
+// rounded once (exactly as the add / subtract would be). Uniform over the warp.
+template <int N>
+__device__ __forceinline__ void lane_butterfly(float (&v)[N], int m) {
+  const float sign = (threadIdx.x & m) ? -1.f : 1.f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = fmaf(v[i], sign, __shfl_xor_sync(0xffffffffu, v[i], m));
+}
+
 template <int NU>
 __device__ __forceinline__ void hadamard_row(float (&v)[kUnitElems]) {
   register_butterflies<1>(v);
-  const int lane = threadIdx.x % NU;
 #pragma unroll
-  for (int m = 1; m < NU; m <<= 1) {
-    // the lower lane of a pair keeps a + b, the upper one a - b: fma(v, -+1, partner) is the
-    // sum or difference, rounded once (exactly as the add / subtract would be)
-    const float sign = (lane & m) ? -1.f : 1.f;
-#pragma unroll
-    for (int i = 0; i < kUnitElems; ++i) v[i] = fmaf(v[i], sign, __shfl_xor_sync(0xffffffffu, v[i], m));
-  }
+  for (int m = 1; m < NU; m <<= 1) lane_butterfly(v, m);
 }
 
 // ---- the rotation on the tensor cores (both kernels, head dims 128 and 256) --------------------
@@ -222,11 +225,7 @@ __device__ __forceinline__ void hadamard_row_mma(const uint4 (&raw)[kGroups], co
     }
   }
   register_butterflies<4>(v);
-  if constexpr (NU == 8) {  // lane bit 2, as hadamard_row's shuffled stages
-    const float sign = (threadIdx.x & 4) ? -1.f : 1.f;
-#pragma unroll
-    for (int i = 0; i < kUnitElems; ++i) v[i] = fmaf(v[i], sign, __shfl_xor_sync(0xffffffffu, v[i], 4));
-  }
+  if constexpr (NU == 8) lane_butterfly(v, 4);  // lane bit 2, as hadamard_row's shuffled stages
 }
 
 // ---- Paley head dims (96 = 12 x 8, 192 = 12 x 16) -----------------------------------------------
@@ -240,8 +239,10 @@ __device__ __forceinline__ void hadamard_row_mma(const uint4 (&raw)[kGroups], co
 // lands in the lane and register its input came from, and A's 16 rows are the warp's 8 row
 // blocks times the two e of a register pair. Then H_m: butterflies over e and, at D 192, over h
 // through one shuffle. 8 mma per unit, as hadamard_row_mma.
+// (Host and device: the launch picks the Paley instantiation with it.)
+__host__ __device__ constexpr bool paley_head_dim(int d) { return d % 3 == 0; }
 template <int D>
-constexpr bool kPaleyDim = (D / kUnitElems) % 3 == 0;
+constexpr bool kPaleyDim = paley_head_dim(D);
 
 // The order-12 index of a k16 / n16 position (-1 for lane-in-quad 3, the idle lane's).
 __device__ __forceinline__ int paley_index(int x) {
@@ -306,11 +307,7 @@ __device__ __forceinline__ void hadamard_pair_paley(const uint4 (&raw)[kGroups],
     v[2 * w + 1] = c[2], v[kGroupElems + 2 * w + 1] = c[3];
   }
   register_butterflies<1, kGroupElems>(v);  // H_m's bits e
-  if constexpr (D == 192) {  // and h, lane bit 2
-    const float sign = (threadIdx.x & 4) ? -1.f : 1.f;
-#pragma unroll
-    for (int i = 0; i < 2 * kGroupElems; ++i) v[i] = fmaf(v[i], sign, __shfl_xor_sync(0xffffffffu, v[i], 4));
-  }
+  if constexpr (D == 192) lane_butterfly(v, 4);  // and h, lane bit 2
 }
 
 // Whether the rotated casts of head dim D use hadamard_row_mma (kMma: the launch's choice,
@@ -330,7 +327,7 @@ __device__ __forceinline__ void mma_fragments(uint32_t (&hb)[2][2]) {
 template <int D, bool kRotate, bool kMma, class In>
 __device__ __forceinline__ void unit_values(uint4 (&raw)[kGroups], const uint32_t* masks, const uint32_t (&hb)[2][2],
                                             float (&v)[kUnitElems]) {
-  static_assert(!(kRotate && kPaleyDim<D>), "Paley rows rotate in halves (cast_units_paley)");
+  static_assert(!(kRotate && kPaleyDim<D>), "Paley rows rotate in halves (cast_item)");
   if constexpr (kMmaRotation<D, kRotate, kMma>) {
     apply_signs(raw, masks);
     hadamard_row_mma<D / kUnitElems, In>(raw, hb, v);
