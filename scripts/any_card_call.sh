@@ -4,18 +4,20 @@
 # the FP8 sanitizer cases (memcheck / racecheck / synccheck); on another card the bf16 and e4m3
 # sweeps for the README's H100 figures.
 #   device run:  carry=[".carry/<wheel folder>"]  command: WHEEL_DIR=.carry/<folder> scripts/any_card_call.sh
+# SKIP_SANITIZE=1 leaves the sanitizers out; H200_ONLY=1 stops at once on another card.
 # Files under $OUT: log.txt, retime.tgz (H200), sweeps.tgz (other cards), san_*.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/flashcute-out}"; mkdir -p "$OUT"
 W=/tmp/any_card; rm -rf "$W"; mkdir -p "$W/s"  # work files, tarred into $OUT (at most 8 files come back)
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$card" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($card): H200_ONLY, nothing to do"; exit 0; } ;; esac
 case "$card" in
   *H200*) OUT="$W" SKIP_NCU=1 SKIP_TAIL=1 scripts/retime_call.sh; cp "$W/retime.tgz" "$OUT/" ;;
   *) python3 -m pip install -q --no-deps --no-index --force-reinstall "${WHEEL_DIR:-.carry}"/flashcute-*.whl > /dev/null 2>&1 \
        || { echo "install failed"; exit 2; } ;;
 esac
-for t in memcheck racecheck synccheck; do
+for t in $([ -z "${SKIP_SANITIZE:-}" ] && echo memcheck racecheck synccheck); do
   FLASHCUTE_SANITIZE_FP8_ONLY=1 timeout "${SANITIZE_TIMEOUT:-100}" compute-sanitizer --tool "$t" --kernel-name kns=flashcute \
     --print-limit 20 python3 scripts/sanitize_cases.py > "$OUT/san_$t.txt" 2>&1
   echo "$t rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$t.txt" | tail -1)"
