@@ -3,7 +3,8 @@
 Question (RESULTS.md, run 163): the block quantizer takes 0.087 ms alone but ~0.11 ms in the FP8 mode's
 sweep. Is that the SM clock (a latency-bound kernel slowed by the 700 W limit that the attention kernel
 holds the card at)? Per state, for `--seconds` each, CUDA events around every quantizer call, the
-median of its time, and nvidia-smi's SM clock and power sampled meanwhile:
+median of its time, and nvidia-smi's SM clock and power sampled meanwhile (diag_clocks.poll);
+the calls are bench_fp8_mode.py's columns quant-blocks, fp8-kernel-blocks and bf16:
   alone     the quantizer back to back
   in mode   quantizer, then the e4m3 V^T kernel on its outputs (the FP8 mode's two kernels), repeated
   after bf16  the quantizer back to back right after `--seconds` of the bf16 kernel
@@ -12,28 +13,18 @@ median of its time, and nvidia-smi's SM clock and power sampled meanwhile:
 import argparse
 import json
 import statistics
-import subprocess
 import threading
 import time
 
-
-def sample_clocks(stop, out):
-    """nvidia-smi's SM clock (MHz) and power (W) until stop is set."""
-    while not stop.is_set():
-        r = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits"],
-                           capture_output=True, text=True)
-        try:
-            mhz, watts = (float(x) for x in r.stdout.strip().split(","))
-            out.append((mhz, watts))
-        except ValueError:
-            pass
-        time.sleep(0.05)
+from bench_fp8_mode import make_cases, parse_args, runners  # noqa: E402  (same folder)
+from diag_clocks import poll  # noqa: E402
 
 
 def timed_state(torch, seconds, quant, after=None):
-    """Median ms of quant() over `seconds` (each call between two events; after() follows it untimed)."""
+    """Median ms of quant() over `seconds` (each call between two events; after() follows it untimed),
+    with the median SM clock and power of diag_clocks.poll's samples meanwhile."""
     stop, clocks, times = threading.Event(), [], []
-    th = threading.Thread(target=sample_clocks, args=(stop, clocks))
+    th = threading.Thread(target=poll, args=(clocks, stop))
     th.start()
     t_end = time.time() + seconds
     while time.time() < t_end:
@@ -64,28 +55,14 @@ def main():
     a = ap.parse_args()
     import torch
     import flashcute
-    from flashcute import fp8 as F
-    from flashcute import ops
 
-    d, s = a.hdim, a.seqlen
-    b, h = max(1, 16384 // s), 2048 // d  # FlashAttention's convention, as bench_fp8_mode.py
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    block = ops.vt_key_block(d, s)
-
-    def quant():
-        return F.quantize_qkv(q, k, v, rotate=True, v_colmajor=True, block_keys=block)
-
-    q8, k8, vt8, ds = quant()
-
-    def kernel():  # the FP8 mode's attention call on the quantizer's outputs
-        return ops.call_fwd(q8, k8, vt8, descales=ds, softmax_scale=d ** -0.5, causal=False, window_left=-1,
-                            window_right=-1, softcap=0.0, top_left=False, backend="auto",
-                            out_dtype=torch.bfloat16, v_is_vt=True)
-
-    def bf16():
-        return flashcute.flash_attn_func(q, k, v)
-
+    # bench_fp8_mode.py's case (FlashAttention's convention) and its column functions: the FP8
+    # mode's quantizer call, its attention call on that quantizer's outputs, the bf16 kernel
+    case, = make_cases(parse_args(["--hdims", str(a.hdim), "--seqlens", str(a.seqlen)]))
+    fns = runners(case, torch, flashcute)
+    quant, kernel, bf16 = fns["quant-blocks"], fns["fp8-kernel-blocks"], fns["bf16"]
+    if quant is None:
+        raise SystemExit(f"diag_quant_clock: no block-wise V^T quantizer at hdim {a.hdim}")
     for fn in (quant, kernel, bf16):
         fn()
     torch.cuda.synchronize()
@@ -100,7 +77,8 @@ def main():
         torch.cuda.synchronize()
     rows.append(("right after bf16", timed_state(torch, a.seconds, quant)))
     rows.append(("alone again", timed_state(torch, a.seconds, quant)))
-    print(f"# {torch.cuda.get_device_name()} | hdim {d} seqlen {s} batch {b} heads {h} | block {block}")
+    d, s = case["hdim"], case["seqlen"]
+    print(f"# {torch.cuda.get_device_name()} | hdim {d} seqlen {s} batch {case['batch']} heads {case['heads']}")
     print("| state | quantizer ms (median) | calls | SM clock MHz (median) | power W (median) |")
     print("|---|---|---|---|---|")
     for name, r in rows:
