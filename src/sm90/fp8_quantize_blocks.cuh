@@ -113,7 +113,7 @@ template <int D, bool kRotate, bool kMma, class In, class G>
 __device__ void cast_rows_staged(const Tensor& t, const Item& it, Shared<G>& sm, const uint4* stage) {
   constexpr int NU = D / kUnitElems;
   const StagedItem si = StagedItem::of<D>(t, it);
-  const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
+  const uint32_t* masks = sm.masks[it.tensor] + mask_word(threadIdx.x % NU, 0);
   uint32_t hb[2][2];
   mma_fragments<D, kRotate, kMma, In>(hb);
   float* descale = t.descale + (it.b * t.ds_b + it.hk * t.ds_h + si.row0);
@@ -201,7 +201,7 @@ __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm
       return;
     }
   }
-  const uint32_t* masks = sm.masks[it.tensor] + (threadIdx.x % NU) * kMaskWords;
+  const uint32_t* masks = sm.masks[it.tensor] + mask_word(threadIdx.x % NU, 0);
   uint32_t hb[2][2];
   mma_fragments<D, kRotate, kMma, In>(hb);
   const StagedX8<D> x8(t, it, si);

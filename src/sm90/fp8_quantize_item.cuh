@@ -87,7 +87,7 @@ template <int D, bool kRotatedRows>
 __device__ __forceinline__ const uint32_t* lane_masks(const uint32_t* smem_masks) {
   unsigned rh, lane;
   RowLayout<D, kRotatedRows>::place(threadIdx.x, rh, lane);
-  return smem_masks + lane * kMaskWords;
+  return smem_masks + mask_word(lane, 0);
 }
 
 // for_each_unit_raw with fn(v, active, x8_offset, u): v the unit's fp32 values y (rotated when
@@ -453,7 +453,7 @@ __device__ void build_sign_masks(const Args& a, Shared<G>& sm) {
         mask = (bits & 1u) << 15 | ((bits >> 1) & 1u) << 31;
       }
     }
-    sm.masks[ti][lane * kMaskWords + w] = mask;
+    sm.masks[ti][mask_word(lane, w)] = mask;
   }
 }
 

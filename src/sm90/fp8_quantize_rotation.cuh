@@ -64,13 +64,13 @@ __device__ __forceinline__ void unpack2(Fp16, uint32_t w, float& lo, float& hi) 
   hi = f.y;
 }
 
-// The rotation's signs s on a unit's packed pairs, by an XOR: masks (this thread's 16 words, one
-// 16-byte shared load per group, read per unit rather than held in 16 registers) has bit 15 / 31
-// set where a coordinate flips.
+// The rotation's signs s on a unit's packed pairs, by an XOR: masks (this thread's lane in the
+// group-major mask table, mask_word: one 16-byte shared load per group, read per unit rather than
+// held in 16 registers) has bit 15 / 31 set where a coordinate flips.
 __device__ __forceinline__ void apply_signs(uint4 (&raw)[kGroups], const uint32_t* masks) {
 #pragma unroll
   for (int k = 0; k < kGroups; ++k) {
-    const uint4 m = reinterpret_cast<const uint4*>(masks)[k];
+    const uint4 m = *reinterpret_cast<const uint4*>(masks + mask_word(0, 4 * k));
     raw[k].x ^= m.x, raw[k].y ^= m.y, raw[k].z ^= m.z, raw[k].w ^= m.w;
   }
 }
