@@ -11,7 +11,7 @@ quant-blocks, fp8-kernel-blocks, fp8-mode, bf16), a CUDA event before and after 
 the GPU kept fed: each batch is queued behind a GPU sleep longer than the host needs to queue it,
 so no call waits for the host (run 164 showed the unfed quantizer timing the host's Python time).
 Reported per state and call: the median ms, and nvidia-smi's SM clock and power meanwhile
-(diag_clocks.poll); and the host's microseconds per call (queued behind a sleep, never waiting).
+(diag_clocks.poll); and the host's microseconds per call (diag_host_split.host_us).
   quant                 the quantizer back to back
   quant, kernel         the FP8 mode's two kernels as the mode issues them (both timed)
   mode                  flashcute.flash_attn_func(q, k, v, fp8=True), the whole mode
@@ -27,21 +27,10 @@ import time
 
 from bench_fp8_mode import make_cases, parse_args, runners  # noqa: E402  (same folder)
 from diag_clocks import poll  # noqa: E402
+from diag_host_split import host_us  # noqa: E402  (host us per call, the calls queued ahead of the GPU)
 
 BATCH = 20
 SLEEP_CYCLES_PER_US = 2000  # torch.cuda._sleep spins clock cycles: ~2 GHz (generous below it)
-
-
-def host_us(torch, fn, n=40):
-    """Host microseconds per call of fn, queued behind a GPU sleep (the host never waits)."""
-    torch.cuda.synchronize()
-    torch.cuda._sleep(int(n * 2000 * SLEEP_CYCLES_PER_US))  # 2 ms a call: far more than any call's host time
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / n * 1e6
 
 
 def timed_state(torch, seconds, seq, host):
@@ -99,7 +88,7 @@ def main():
         raise SystemExit(f"diag_quant_clock: no block-wise V^T quantizer at hdim {a.hdim}")
     for fn in f.values():
         fn()
-    host = {k: host_us(torch, fn) for k, fn in f.items()}
+    host = {k: host_us(fn, n=100) for k, fn in f.items()}  # 100: well inside the launch queue
     states = [("quant", ["quant"]), ("quant, kernel", ["quant", "kernel"]), ("mode", ["mode"]), ("bf16", ["bf16"])]
     rows = []
     time.sleep(1.0)
