@@ -11,10 +11,10 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/flashcute-out}"; mkdir -p "$OUT"
 W=/tmp/any_card; rm -rf "$W"; mkdir -p "$W/s"  # work files, tarred into $OUT (at most 8 files come back)
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$card" in *H200*) ;; *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($card): H200_ONLY, nothing to do"; exit 0; } ;; esac
 case "$card" in
   *H200*) OUT="$W" SKIP_NCU=1 SKIP_TAIL=1 scripts/retime_call.sh; cp "$W/retime.tgz" "$OUT/" ;;
-  *) python3 -m pip install -q --no-deps --no-index --force-reinstall "${WHEEL_DIR:-.carry}"/flashcute-*.whl > /dev/null 2>&1 \
+  *) [ -n "${H200_ONLY:-}" ] && { echo "not an H200 ($card): H200_ONLY, nothing to do"; exit 0; }
+     python3 -m pip install -q --no-deps --no-index --force-reinstall "${WHEEL_DIR:-.carry}"/flashcute-*.whl > /dev/null 2>&1 \
        || { echo "install failed"; exit 2; } ;;
 esac
 for t in $([ -z "${SKIP_SANITIZE:-}" ] && echo memcheck racecheck synccheck); do

@@ -442,7 +442,7 @@ __device__ void build_sign_masks(const Args& a, Shared<G>& sm) {
   for (int idx = threadIdx.x; idx < kMaxTensors * kMaxLanes * kMaskWords; idx += kThreads) {
     const int ti = idx / (kMaxLanes * kMaskWords);
     const int lane = idx / kMaskWords % kMaxLanes;
-    const int w = idx % kMaskWords, k = w / 4, p = w % 4;
+    const int w = idx % kMaskWords, k = w / kGroupMaskWords, p = w % kGroupMaskWords;
     uint32_t mask = 0;
     if (ti < a.num_tensors) {
       const Tensor& t = a.t[ti];

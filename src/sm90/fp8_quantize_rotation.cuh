@@ -70,7 +70,7 @@ __device__ __forceinline__ void unpack2(Fp16, uint32_t w, float& lo, float& hi) 
 __device__ __forceinline__ void apply_signs(uint4 (&raw)[kGroups], const uint32_t* masks) {
 #pragma unroll
   for (int k = 0; k < kGroups; ++k) {
-    const uint4 m = *reinterpret_cast<const uint4*>(masks + mask_word(0, 4 * k));
+    const uint4 m = *reinterpret_cast<const uint4*>(masks + mask_word(0, kGroupMaskWords * k));
     raw[k].x ^= m.x, raw[k].y ^= m.y, raw[k].z ^= m.z, raw[k].w ^= m.w;
   }
 }

@@ -36,14 +36,15 @@ constexpr int kUnitElems = kGroupElems * kGroups;  // 32 coordinates of one row 
 constexpr int kUnitsPerStep = FLASHCUTE_FP8_QUANTIZE_UNITS_PER_STEP;  // units loaded before computing
 constexpr int kItemUnits = 512;  // target units per item: 32 KB of fp16/bf16 x
 constexpr int kMaxLanes = 256 / kUnitElems;           // threads per row at head dim 256
-constexpr int kMaskWords = kGroups * kGroupElems / 2; // sign masks per thread: one per 2 elements
+constexpr int kGroupMaskWords = kGroupElems / 2;       // sign masks per group: one per 2 elements
+constexpr int kMaskWords = kGroups * kGroupMaskWords;  // sign masks per thread
 // The masks in shared memory are group-major: group k's 4 words of every lane, lane after lane
 // (kMaskGroupWords words a group), so that one group's 16-byte loads by a row's lanes are one
 // contiguous span. Lane-major (a lane's 16 words together) put lanes 0 and 2 (1 and 3) 128
 // bytes apart, on the same banks: each load 2-way conflicted (run 163's source page, H200).
-constexpr int kMaskGroupWords = kMaxLanes * kGroupElems / 2;
+constexpr int kMaskGroupWords = kMaxLanes * kGroupMaskWords;
 __host__ __device__ constexpr int mask_word(int lane, int w) {
-  return (w / 4) * kMaskGroupWords + lane * 4 + w % 4;
+  return (w / kGroupMaskWords) * kMaskGroupWords + lane * kGroupMaskWords + w % kGroupMaskWords;
 }
 constexpr float kE4m3Max = 448.f;
 constexpr unsigned long long kWaitTimeoutNs = 10ull * 1000 * 1000 * 1000;
