@@ -13,6 +13,9 @@ Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_atte
   quant-blocks-bfly  quant-blocks with q's and k's rotation as butterflies
                 (FLASHCUTE_FP8_QUANTIZE_MMA=0 around each call) instead of on the tensor cores
                 (the library's default since run 141)
+  quant-blocks-anyd  quant-blocks with FLASHCUTE_FP8_QUANTIZE_ONE_D=0 around each call: the block
+                kernel that dispatches on each item's head dim, instead of the one built for the
+                launch's single head dim (bf16 at d 128/256, the library's default since session 45)
   fp8-kernel-blocks  the V^T kernel alone on quant-blocks' outputs (block-wise descales)
   quant-torch   the same through the torch ops (impl="torch"), for comparison
   fp8-kernel    the FP8 kernel alone on pre-quantized e4m3 q, k, v with descales
@@ -22,6 +25,7 @@ Columns (median of triton.testing.do_bench, L2 flushed, as benchmarks/bench_atte
                 rather than handed over as V^T (the default where it applies: d 128/256, bf16)
   fp8-mode-heads  the same with FP8Config(block_scales=False): V^T, one scale per (batch, head)
   fp8-mode-bfly  fp8-mode with FLASHCUTE_FP8_QUANTIZE_MMA=0, as quant-blocks-bfly
+  fp8-mode-anyd  fp8-mode with FLASHCUTE_FP8_QUANTIZE_ONE_D=0, as quant-blocks-anyd
   quant-varlen-cuda, quant-varlen-torch  quantize_qkv of the same q, k, v as packed varlen rows
                 (cu_seqlens, every sequence seqlen long) on the CUDA kernel's varlen path / on torch ops
                 (what impl="auto" takes for varlen until the CUDA path has run on a GPU)
@@ -52,10 +56,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention import environment, make_timer, tflops, with_cooldown  # noqa: E402  (same folder)
 
-COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-blocks", "quant-blocks-bfly", "quant-torch",
+COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-blocks", "quant-blocks-bfly", "quant-blocks-anyd", "quant-torch",
            "quant-varlen-cuda", "quant-varlen-torch", "fp8-kernel", "fp8-kernel-blocks", "fp8-mode",
-           "fp8-mode-bfly", "fp8-mode-norot", "fp8-mode-vtrans", "fp8-mode-heads", "bf16", "cudnn")
+           "fp8-mode-bfly", "fp8-mode-anyd", "fp8-mode-norot", "fp8-mode-vtrans", "fp8-mode-heads", "bf16", "cudnn")
 MMA_ENV = "FLASHCUTE_FP8_QUANTIZE_MMA"  # read by the library per call (src/sm90/fp8_quantize.cu)
+ONE_D_ENV = "FLASHCUTE_FP8_QUANTIZE_ONE_D"  # likewise
 
 
 def _ints(text):
@@ -164,6 +169,7 @@ def runners(case, torch, flashcute):
         "quant-vt": quant("auto", vt=True) if d in (128, 256) and hk == h else None,
         "quant-blocks": quant("auto", vt=True, block_keys=block) if block else None,
         "quant-blocks-bfly": with_env(quant("auto", vt=True, block_keys=block), MMA_ENV, "0") if block else None,
+        "quant-blocks-anyd": with_env(quant("auto", vt=True, block_keys=block), ONE_D_ENV, "0") if block else None,
         "fp8-kernel-blocks": kernel_blocks if block else None,
         "quant-torch": quant("torch"),
         "quant-varlen-cuda": quant_varlen("cuda"),
@@ -172,6 +178,7 @@ def runners(case, torch, flashcute):
                                                   v_descale=vd),
         "fp8-mode": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True),
         "fp8-mode-bfly": with_env(lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True), MMA_ENV, "0"),
+        "fp8-mode-anyd": with_env(lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=True), ONE_D_ENV, "0"),
         "fp8-mode-norot": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=norot),
         "fp8-mode-vtrans": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=vtrans),
         "fp8-mode-heads": lambda: flashcute.flash_attn_func(q, k, v, causal=causal, fp8=heads),
@@ -238,8 +245,8 @@ def main(argv=None):
                 torch.cuda.synchronize()
                 ms = bench(fn)
                 rec["ms"][col] = ms
-                if col in ("fp8-kernel", "fp8-mode", "fp8-mode-bfly", "fp8-mode-norot", "fp8-mode-vtrans", "bf16",
-                           "cudnn"):
+                if col in ("fp8-kernel", "fp8-mode", "fp8-mode-bfly", "fp8-mode-anyd", "fp8-mode-norot",
+                           "fp8-mode-vtrans", "bf16", "cudnn"):
                     rec["tflops"][col] = tflops(case["flops"], ms)
             except Exception as e:  # noqa: BLE001  one column failing must not stop the sweep
                 rec["errors"][col] = f"{type(e).__name__}: {e}"[:300]

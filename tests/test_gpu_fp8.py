@@ -319,14 +319,56 @@ def test_quantize_mma_switch_picks_the_kernel(mma, monkeypatch):
         flashcute.flash_attn_func(q, k, v, fp8=True)
         torch.cuda.synchronize()
     names = [e.name for e in prof.events() if "quantize_kernel" in e.name]
-    assert names, "no quantizer kernel in the trace"
+    assert names and all("block_quantize_kernel" in n for n in names), names  # the mode's block scales
     want = mma != "0"
+    assert all(block_kernel_args(n)[1] == want for n in names), names
 
-    def kmma(name):  # the last template argument, demangled ("...Bf16, true>(...") or not ("...ELb1EEEv...")
-        if name.startswith("_Z"):
-            return name.split("EEEv")[0].endswith("Lb1")
-        return name.replace(" ", "").split("(")[0].endswith("true>")
-    assert all(kmma(n) == want for n in names), names
+
+def block_kernel_args(name):
+    """(In, kMma, kD) of a block_quantize_kernel<In, kMma, kD> name from the profiler, demangled
+    ("...<flashcute::sm90::quant::Bf16, true, 128>(...") or not ("...kernelINS1_4Bf16ELb1ELi128EEEv...")."""
+    if name.startswith("_Z"):
+        args = name.split("block_quantize_kernelI", 1)[1]
+        dtype, rest = args.split("E", 1)  # "NS1_4Bf16", "Lb1ELi128EEEv..."
+        mma, rest = rest.split("E", 1)
+        return dtype.split("_4")[-1], mma == "Lb1", int(rest.split("E", 1)[0].lstrip("Li") or 0)
+    args = name.split("block_quantize_kernel<", 1)[1].split(">(", 1)[0].split(",")
+    return args[0].split("::")[-1].strip(), args[1].strip() == "true", int(args[2]) if len(args) > 2 else 0
+
+
+@pytest.mark.parametrize("d", [128, 256])
+@pytest.mark.parametrize("one_d", ["0", None])
+def test_quantize_one_head_dim_kernel(d, one_d, monkeypatch):
+    """Where the FP8 mode's q, k, v share head dim 128 or 256 (bf16), the block quantizer runs its
+    instantiation for that head dim unless FLASHCUTE_FP8_QUANTIZE_ONE_D=0 (the kD template argument,
+    read from the profiler's kernel names), and both give the same bytes and descales."""
+    from torch.profiler import ProfilerActivity, profile
+    require_fp8(d)
+    if not flashcute.build_info()["fp8_quantize"]:
+        pytest.skip("no CUDA quantizer in this build")
+    from flashcute import ops
+    torch.manual_seed(d)
+    q, k, v = (_randn(2, 1000, 3, d, dtype=BF) * 3 for _ in range(3))
+    block = ops.vt_key_block(d, 1000)
+
+    def run():
+        return F.quantize_qkv(q, k, v, rotate=True, v_colmajor=True, block_keys=block)
+    monkeypatch.setenv("FLASHCUTE_FP8_QUANTIZE_ONE_D", "0")
+    ref = run()
+    if one_d is None:
+        monkeypatch.delenv("FLASHCUTE_FP8_QUANTIZE_ONE_D", raising=False)
+    run()  # outside the trace: the first call sets the kernel's attributes
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        got = run()
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if "block_quantize_kernel" in e.name]
+    assert names, "no block quantizer kernel in the trace"
+    assert all(block_kernel_args(n) == ("Bf16", True, 0 if one_d == "0" else d) for n in names), names
+    for a, b in zip(got[:3], ref[:3]):
+        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    for a, b in zip(got[3], ref[3]):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("d", [128, 256])

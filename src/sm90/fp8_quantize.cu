@@ -69,6 +69,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "common/fp8_quantize_params.h"
@@ -145,6 +146,14 @@ bool lag_override(long* lag) {
 // (hadamard_row_mma) at head dims 128 / 256, both kernels (benchmarks/RESULTS.md run 141).
 bool mma_rotation() {
   const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_MMA");
+  return !(s && s[0] == '0' && !s[1]);
+}
+
+// FLASHCUTE_FP8_QUANTIZE_ONE_D (environment, read per call): "0" runs the block kernel that
+// dispatches on each item's head dim even where the launch's tensors share one (the A/B switch);
+// otherwise such launches at head dims 128 / 256 take the instantiation for that head dim.
+bool one_head_dim_kernel() {
+  const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_ONE_D");
   return !(s && s[0] == '0' && !s[1]);
 }
 
@@ -254,7 +263,19 @@ int launch_blocks(const Fp8QuantizeParams& p, const Args& a) {
     if (t.vt) stage_units = std::max(stage_units, kFp8QuantizeMaxBlockElems / kUnitElems / 2);
   }
   const int smem = 2 * stage_units * kGroups * int(sizeof(uint4));
-  const auto kernel = mma_rotation() ? block_quantize_kernel<In, true> : block_quantize_kernel<In, false>;
+  // The head dim every tensor of the launch shares (0: they differ), for the kernel built for it.
+  int d = a.t[0].head_dim;
+  for (int i = 1; i < a.num_tensors; ++i) d = a.t[i].head_dim == d ? d : 0;
+  const bool mma = mma_rotation();
+  auto kernel = mma ? block_quantize_kernel<In, true> : block_quantize_kernel<In, false>;
+  // bf16 only: ptxas spilled 8 bytes of the item loop's state in fp16's one-head-dim kernels
+  // (session 45), and bf16 is what the FP8 mode's users hold.
+  if constexpr (std::is_same<In, Bf16>::value) {
+    if (mma && one_head_dim_kernel()) {
+      if (d == 128) kernel = block_quantize_kernel<In, true, 128>;
+      if (d == 256) kernel = block_quantize_kernel<In, true, 256>;
+    }
+  }
   int per_sm = 0;
   const cudaError_t err = block_launch_setup(reinterpret_cast<const void*>(kernel), p.device, smem, &per_sm);
   if (err != cudaSuccess) return int(err);

@@ -63,9 +63,10 @@ __device__ __forceinline__ void stage_item_d(const Tensor& t, const Item& it, ui
 }
 
 // Item it's copies into stage, as one cp.async group (empty for threads with no units).
+template <int kD>
 __device__ __forceinline__ void stage_item(const Args& a, const Item& it, uint4* stage) {
   const Tensor& t = a.t[it.tensor];
-  with_head_dim(t.head_dim, [&](auto d) { stage_item_d<decltype(d)::value>(t, it, stage); });
+  with_launch_head_dim<kD>(t.head_dim, [&](auto d) { stage_item_d<decltype(d)::value>(t, it, stage); });
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
@@ -230,8 +231,9 @@ __device__ __forceinline__ void run_block_item_d(const Tensor& t, const Item& it
 }
 
 // Dynamic shared memory: two stages of stage_units units (launch_blocks). kMma: the rotation of
-// head dims 128 and 256 on the tensor cores (hadamard_row_mma).
-template <class In, bool kMma>
+// head dims 128 and 256 on the tensor cores (hadamard_row_mma). kD: every tensor of the launch
+// has head dim kD (0: any; with_launch_head_dim).
+template <class In, bool kMma, int kD = 0>
 __global__ void __launch_bounds__(kThreads, 2) block_quantize_kernel(const __grid_constant__ Args a, int stage_units) {
   using G = BlockGeometry;
   __shared__ __align__(16) Shared<G> sm;
@@ -244,20 +246,20 @@ __global__ void __launch_bounds__(kThreads, 2) block_quantize_kernel(const __gri
   Item it = {};
   if (j < a.items) {
     it = decode_item<G>(a, j);
-    stage_item(a, it, stages);
+    stage_item<kD>(a, it, stages);
   }
   for (int buf = 0; j < a.items; j += gridDim.x, buf ^= 1) {
     Item next = {};
     if (j + int(gridDim.x) < a.items) {  // the next item's copies, into the other stage
       next = decode_item<G>(a, j + gridDim.x);
-      stage_item(a, next, stages + (buf ^ 1) * per_stage);
+      stage_item<kD>(a, next, stages + (buf ^ 1) * per_stage);
       asm volatile("cp.async.wait_group 1;" ::: "memory");
     } else {
       asm volatile("cp.async.wait_group 0;" ::: "memory");
     }
     __syncthreads();  // item j's copies (every thread's) have landed; the sign masks are built
     const Tensor& t = a.t[it.tensor];
-    with_head_dim(t.head_dim, [&](auto d) {
+    with_launch_head_dim<kD>(t.head_dim, [&](auto d) {
       run_block_item_d<decltype(d)::value, kMma, In>(t, it, sm, stages + buf * per_stage);
     });
     __syncthreads();  // the stage (and the tile over it) is free for the item after next
