@@ -3,7 +3,8 @@
 # the checks, the do_bench A B A B and ncu (quant_ab.sh), the quantizer in the FP8 mode's own
 # sequence for both wheels (diag_quant_clock.py, d=128 and d=256, A B), then the protocol check
 # with the candidate; on another card only the A B in the sequence (where an H100's quantizer
-# follows the clock: run 169), unless H200_ONLY=1 (then nothing).
+# follows the clock: run 169), unless H200_ONLY=1 (then nothing). SKIP_PROTOCOL=1 leaves the
+# protocol check out (~3 min); quant_ab.sh's options (SKIP_CHECKS, SKIP_NCU) pass through.
 #   device run:  carry=[".carry/<base>", ".carry/<cand>"]
 #                command: BASE=.carry/<base> CAND=.carry/<cand> scripts/quant_card_call.sh
 # Files under $OUT: log.txt, quant_ab.tgz (H200), dqc.tgz, protocol.tgz (H200).
@@ -32,6 +33,7 @@ case "$card" in
   *H200*)
     OUT="$W" scripts/quant_ab.sh 2>&1 | tail -32; cp "$W/quant_ab.tgz" "$OUT/" 2>/dev/null
     in_sequence
+    [ -n "${SKIP_PROTOCOL:-}" ] && exit 0
     SEQLENS=4096,16384 BF16_HDIMS=128 FP8_HDIMS=128,256 COOL_ROUNDS=1 WHEEL_DIR="$CAND" OUT="$W/protocol" \
       timeout 240 scripts/protocol_check.sh 2>&1 | tail -30
     tar czf "$OUT/protocol.tgz" -C "$W" protocol ;;
