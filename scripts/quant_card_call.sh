@@ -7,7 +7,7 @@
 # protocol check out (~3 min); quant_ab.sh's options (SKIP_CHECKS, SKIP_NCU) pass through.
 #   device run:  carry=[".carry/<base>", ".carry/<cand>"]
 #                command: BASE=.carry/<base> CAND=.carry/<cand> scripts/quant_card_call.sh
-# Files under $OUT: log.txt, quant_ab.tgz (H200), dqc.tgz, protocol.tgz (H200).
+# Files under $OUT: quant_ab.tgz (H200), dqc.tgz, protocol.tgz (H200); the log is the output.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/flashcute-out}"; mkdir -p "$OUT"
