@@ -141,21 +141,22 @@ bool lag_override(long* lag) {
   return true;
 }
 
+// Whether the environment variable `name` is exactly "0" (the A/B switches below turn a default off
+// that way; unset or anything else leaves it on).
+bool env_is_zero(const char* name) {
+  const char* s = std::getenv(name);
+  return s && s[0] == '0' && !s[1];
+}
+
 // FLASHCUTE_FP8_QUANTIZE_MMA (environment, read per call): "0" rotates q and k with hadamard_row's
 // butterflies (the A/B switch and a fallback); unset or anything else: on the tensor cores
 // (hadamard_row_mma) at head dims 128 / 256, both kernels (benchmarks/RESULTS.md run 141).
-bool mma_rotation() {
-  const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_MMA");
-  return !(s && s[0] == '0' && !s[1]);
-}
+bool mma_rotation() { return !env_is_zero("FLASHCUTE_FP8_QUANTIZE_MMA"); }
 
 // FLASHCUTE_FP8_QUANTIZE_ONE_D (environment, read per call): "0" runs the block kernel that
 // dispatches on each item's head dim even where the launch's tensors share one (the A/B switch);
 // otherwise such launches at head dims 128 / 256 take the instantiation for that head dim.
-bool one_head_dim_kernel() {
-  const char* s = std::getenv("FLASHCUTE_FP8_QUANTIZE_ONE_D");
-  return !(s && s[0] == '0' && !s[1]);
-}
+bool one_head_dim_kernel() { return !env_is_zero("FLASHCUTE_FP8_QUANTIZE_ONE_D"); }
 
 // Item geometry (kItemUnits units per item) and positions of every tensor; returns the number
 // of slots.
