@@ -39,12 +39,15 @@ def line_chains(cubin, kernel):
     pending = False  # the comment block before an instruction: its first line is the innermost
     for raw in text[start:end if end > 0 else None].splitlines():
         m = LINE.search(raw)
-        if m:
+        if m:  # a block of lines, innermost first, each inlined at the next one's line
             if not pending:
-                chain = [(os.path.basename(m.group(1)), int(m.group(2)))]
-                if m.group(3):
-                    chain.append((os.path.basename(m.group(3)), int(m.group(4))))
-                pending = True
+                chain = []
+            here = (os.path.basename(m.group(1)), int(m.group(2)))
+            if not chain or chain[-1] != here:
+                chain.append(here)
+            if m.group(3):
+                chain.append((os.path.basename(m.group(3)), int(m.group(4))))
+            pending = True
             continue
         i = INSN.match(raw)
         if i:
