@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ncu_stalls_by_count import count, read_source_page  # noqa: E402
@@ -23,11 +24,9 @@ INSN = re.compile(r"^\s*/\*[0-9a-f]{4,6}\*/\s+(.*?)\s*;?\s*$")
 
 
 def nvdisasm():
-    here = os.path.dirname(os.path.abspath(sys.executable))
-    for d in [os.path.join(p, "nvidia", "cu13", "bin") for p in sys.path if p.endswith("site-packages")] + [here]:
-        if os.path.exists(os.path.join(d, "nvdisasm")):
-            return os.path.join(d, "nvdisasm")
-    return "nvdisasm"
+    """pip's nvidia-cuda-nvdisasm (where ../shared/tools/sass_report.py installs it), else PATH's."""
+    path = os.path.join(sysconfig.get_paths()["purelib"], "nvidia", "cu13", "bin", "nvdisasm")
+    return path if os.path.exists(path) else "nvdisasm"
 
 
 def line_chains(cubin, kernel):

@@ -8,7 +8,9 @@
 # Options (environment): SKIP_CHECKS=1 (no tests, no sanitizers: timings only), SKIP_NCU=1,
 # AB_CAUSAL=no|yes|both, AB_HDIMS (128,256), AB_SEQLENS (4096,16384), AB_MODEL_DIM (2048),
 # AB_COLUMNS (bench_fp8_mode.py's; quant-blocks,fp8-kernel-blocks,fp8-mode,bf16): the timed
-# cases, every column valid on both wheels. The candidate stays installed at the end.
+# cases, every column valid on both wheels; AB_IN_SEQUENCE=1 also times each wheel's quantizer in the
+# FP8 mode's own sequence (diag_quant_clock.py, 4k, each of AB_HDIMS: where an H100's quantizer
+# follows the clock, run 169). The candidate stays installed at the end.
 # Files under $OUT: log.txt (everything printed) and quant_ab.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +42,10 @@ for pass in 1 2; do
     install "$dir"
     say "pass $pass: $w ($dir)"
     timeout 120 "${MODE[@]}" --json "$Q/mode-$pass-$w.json" 2>&1 | grep -E "^\| (${HD//,/|}) " | sed "s/^/$pass $w /"
+    [ -n "${AB_IN_SEQUENCE:-}" ] && for h in ${HD//,/ }; do  # the quantizer in the mode's own sequence (4k)
+      timeout 60 python3 benchmarks/diag_quant_clock.py --seconds 1 --hdim "$h" --json "$Q/dqc-$pass-$w-d$h.json" 2>&1 \
+        | grep -E "^\| (quant|mode|bf16)" | sed "s/^/$pass $w d=$h /"
+    done
   done
 done
 [ -z "${SKIP_NCU:-}" ] && { say "ncu of the candidate's block quantizer"; scripts/ncu_quant.sh "$Q"; }
