@@ -56,9 +56,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_attention import environment, make_timer, tflops, with_cooldown  # noqa: E402  (same folder)
 
-COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-blocks", "quant-blocks-bfly", "quant-blocks-anyd", "quant-torch",
-           "quant-varlen-cuda", "quant-varlen-torch", "fp8-kernel", "fp8-kernel-blocks", "fp8-mode",
-           "fp8-mode-bfly", "fp8-mode-anyd", "fp8-mode-norot", "fp8-mode-vtrans", "fp8-mode-heads", "bf16", "cudnn")
+COLUMNS = ("quant", "quant-cuda", "quant-vt", "quant-blocks", "quant-blocks-bfly", "quant-blocks-anyd",
+           "quant-kv-blocks", "quant-torch", "quant-varlen-cuda", "quant-varlen-torch", "fp8-kernel",
+           "fp8-kernel-blocks", "fp8-mode", "fp8-mode-bfly", "fp8-mode-anyd", "fp8-mode-norot", "fp8-mode-vtrans",
+           "fp8-mode-heads", "bf16", "cudnn")
 MMA_ENV = "FLASHCUTE_FP8_QUANTIZE_MMA"  # read by the library per call (src/sm90/fp8_quantize.cu)
 ONE_D_ENV = "FLASHCUTE_FP8_QUANTIZE_ONE_D"  # likewise
 
@@ -146,6 +147,11 @@ def runners(case, torch, flashcute):
                             window_left=-1, window_right=0 if causal else -1, softcap=0.0, top_left=False,
                             backend="auto", out_dtype=torch.bfloat16, v_is_vt=True)
 
+    def quant_kv(rows):
+        def fn():
+            return F._quantize_cuda_blocks([(k, True, rows), (v, False, rows)], 0, vt_last=True)
+        return fn
+
     if block:
         bq8, bk8, bvt8, bds = F.quantize_qkv(q, k, v, rotate=True, v_colmajor=True, block_keys=block)
 
@@ -171,6 +177,9 @@ def runners(case, torch, flashcute):
         "quant-blocks-bfly": with_env(quant("auto", vt=True, block_keys=block), MMA_ENV, "0") if block else None,
         "quant-blocks-anyd": with_env(quant("auto", vt=True, block_keys=block), ONE_D_ENV, "0") if block else None,
         "fp8-kernel-blocks": kernel_blocks if block else None,
+        # k and v only (q left out): the quantizer's part that stays if q's rotation and cast move
+        # into the attention kernel (session 48's question: what fusing q could save at most)
+        "quant-kv-blocks": quant_kv(block) if block else None,
         "quant-torch": quant("torch"),
         "quant-varlen-cuda": quant_varlen("cuda"),
         "quant-varlen-torch": quant_varlen("torch"),

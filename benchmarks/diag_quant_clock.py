@@ -16,6 +16,7 @@ Reported per state and call: the median ms, and nvidia-smi's SM clock and power 
   quant, kernel         the FP8 mode's two kernels as the mode issues them (both timed)
   mode                  flashcute.flash_attn_func(q, k, v, fp8=True), the whole mode
   bf16                  the bf16 kernel (the mode's baseline, in the same protocol)
+  kv quant, kernel      the quantizer on k and v only, then the kernel: q's share (session 48)
   quant after bf16      the quantizer right after `--seconds` of the bf16 kernel
     python3 benchmarks/diag_quant_clock.py [--hdim 128] [--seqlen 4096] [--causal] [--seconds 2] [--json out.json]
 """
@@ -82,14 +83,18 @@ def main():
     case, = make_cases(parse_args(["--hdims", str(a.hdim), "--seqlens", str(a.seqlen),
                                    "--causal", "yes" if a.causal else "no"]))
     fns = runners(case, torch, flashcute)
-    names = {"quant": "quant-blocks", "kernel": "fp8-kernel-blocks", "mode": "fp8-mode", "bf16": "bf16"}
+    names = {"quant": "quant-blocks", "kernel": "fp8-kernel-blocks", "mode": "fp8-mode", "bf16": "bf16",
+             "kv quant": "quant-kv-blocks"}
     f = {k: fns[c] for k, c in names.items()}
     if f["quant"] is None:
         raise SystemExit(f"diag_quant_clock: no block-wise V^T quantizer at hdim {a.hdim}")
     for fn in f.values():
         fn()
     host = {k: host_us(fn, n=100) for k, fn in f.items()}  # 100: well inside the launch queue
-    states = [("quant", ["quant"]), ("quant, kernel", ["quant", "kernel"]), ("mode", ["mode"]), ("bf16", ["bf16"])]
+    # "kv quant, kernel": the sequence with q's quantization left out, the most a kernel that
+    # rotates and casts q itself could save (session 48)
+    states = [("quant", ["quant"]), ("quant, kernel", ["quant", "kernel"]), ("mode", ["mode"]), ("bf16", ["bf16"]),
+              ("kv quant, kernel", ["kv quant", "kernel"])]
     rows = []
     time.sleep(1.0)
     for name, keys in states:

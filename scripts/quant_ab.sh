@@ -44,7 +44,7 @@ for pass in 1 2; do
     timeout 120 "${MODE[@]}" --json "$Q/mode-$pass-$w.json" 2>&1 | grep -E "^\| (${HD//,/|}) " | sed "s/^/$pass $w /"
     [ -n "${AB_IN_SEQUENCE:-}" ] && for h in ${HD//,/ }; do  # the quantizer in the mode's own sequence (4k)
       timeout 60 python3 benchmarks/diag_quant_clock.py --seconds 1 --hdim "$h" --json "$Q/dqc-$pass-$w-d$h.json" 2>&1 \
-        | grep -E "^\| (quant|mode|bf16)" | sed "s/^/$pass $w d=$h /"
+        | grep -E "^\| (quant|mode|bf16|kv)" | sed "s/^/$pass $w d=$h /"
     done
   done
 done
