@@ -17,7 +17,8 @@ namespace flashcute::sm90::quant {
 // stage by cp.async, one item ahead (two stages: the next item's copies are in flight while this
 // one is cast), so no registers hold x across the wait. stage[k * stride + u] holds group k of
 // unit u (16 bytes; consecutive units consecutive: the unit-per-thread reads are conflict-free),
-// stride = the units of a whole item of the tensor.
+// stride = the units of a whole item of the tensor in whole steps (staged_stride; zeros past the
+// item's units).
 //   block_rows == 1 (q's per-row scales): an item is rows_per_item rows, each row's amax reduced
 //     over its NU lanes.
 //   block_rows > 1 (k's and v's per key block): an item is one block: its amax, the CTA's
@@ -44,8 +45,8 @@ struct StagedItem {
     StagedItem s;
     s.row0 = it.chunk * t.rows_per_item;
     s.units = max(0, min(t.rows_per_item, t.seqlen - s.row0)) * NU;  // group == 1
-    s.stride = t.rows_per_item * NU;
-    s.steps = (s.stride + kThreads - 1) / kThreads;
+    s.stride = staged_stride(t.rows_per_item, D);
+    s.steps = s.stride / kThreads;
     return s;
   }
 };
@@ -55,10 +56,15 @@ __device__ __forceinline__ void stage_item_d(const Tensor& t, const Item& it, ui
   constexpr int NU = D / kUnitElems;
   const StagedItem si = StagedItem::of<D>(t, it);
   const uint16_t* x = t.x + (it.b * t.xs_b + int64_t(si.row0) * t.xs_r + int64_t(it.hk) * t.xs_h);
-  for (int u = threadIdx.x; u < si.units; u += kThreads) {
-    const uint16_t* px = x + (int64_t(unsigned(u) / NU) * t.xs_r + int64_t(unsigned(u) % NU) * kGroupElems);
+  for (int u = threadIdx.x; u < si.stride; u += kThreads) {
+    if (u < si.units) {
+      const uint16_t* px = x + (int64_t(unsigned(u) / NU) * t.xs_r + int64_t(unsigned(u) % NU) * kGroupElems);
 #pragma unroll
-    for (int k = 0; k < kGroups; ++k) cp_async_16(stage + k * si.stride + u, px + k * NU * kGroupElems);
+      for (int k = 0; k < kGroups; ++k) cp_async_16(stage + k * si.stride + u, px + k * NU * kGroupElems);
+    } else {  // past the item's rows (a partial item): zeros, read after the same barrier as the copies
+#pragma unroll
+      for (int k = 0; k < kGroups; ++k) stage[k * si.stride + u] = make_uint4(0, 0, 0, 0);
+    }
   }
 }
 
@@ -70,10 +76,10 @@ __device__ __forceinline__ void stage_item(const Args& a, const Item& it, uint4*
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
-// The staged groups of unit u (zeros past the item's units).
-__device__ __forceinline__ void staged_unit(const uint4* stage, int stride, int u, int units, uint4 (&raw)[kGroups]) {
+// The staged groups of unit u (zeros past the item's units: stage_item_d wrote them).
+__device__ __forceinline__ void staged_unit(const uint4* stage, int stride, int u, uint4 (&raw)[kGroups]) {
 #pragma unroll
-  for (int k = 0; k < kGroups; ++k) raw[k] = u < units ? stage[k * stride + u] : make_uint4(0, 0, 0, 0);
+  for (int k = 0; k < kGroups; ++k) raw[k] = stage[k * stride + u];
 }
 
 // Unit u's values from the stage (zeros past the item's units), with the rotation's signs and
@@ -82,7 +88,7 @@ template <int D, bool kRotate, bool kMma, class In>
 __device__ __forceinline__ void staged_values(const uint4* stage, const StagedItem& si, int u, const uint32_t* masks,
                                               const uint32_t (&hb)[2][2], float (&v)[kUnitElems]) {
   uint4 raw[kGroups];
-  staged_unit(stage, si.stride, u, si.units, raw);
+  staged_unit(stage, si.stride, u, raw);
   unit_values<D, kRotate, kMma, In>(raw, masks, hb, v);
 }
 
@@ -152,7 +158,7 @@ __device__ void cast_block_vt(const Tensor& t, const Item& it, const StagedItem&
   for (int s = 0; s < kMaxSteps; ++s) {
     if (s < si.steps) {
       uint4 raw[kGroups];
-      staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), si.units, raw);
+      staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), raw);
       float v[kUnitElems];
       unpack_unit<In, false>(raw, nullptr, v);
       vt_cast_bytes(v, scale, b[s]);
@@ -179,7 +185,7 @@ __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm
   float m = 0.f;
   for (int s = 0; s < si.steps; ++s) {
     uint4 raw[kGroups];
-    staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), si.units, raw);
+    staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), raw);
     if constexpr (kRotate) {
       float v[kUnitElems];
       unpack_unit<In, false>(raw, nullptr, v);  // the bound needs no signs
