@@ -241,14 +241,11 @@ __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm
       m = fmaxf(m, raw_unit_amax<In>(raw));
     }
   }
-  const float amax = cta_amax<D, kRotate>(m, sm);
-  if (threadIdx.x == 0) {
-    float d;
-    sm.scale = scale_of(amax, t.descale_factor, &d);
-    if (si.units > 0) t.descale[it.b * t.ds_b + it.hk * t.ds_h + it.chunk] = d;
-  }
-  __syncthreads();
-  const float scale = sm.scale;
+  // every thread works the scale out itself (a barrier fewer than thread 0 handing it on)
+  const float amax = cta_amax<D, kRotate, true>(m, sm);
+  float d;
+  const float scale = scale_of(amax, t.descale_factor, &d);
+  if (threadIdx.x == 0 && si.units > 0) t.descale[it.b * t.ds_b + it.hk * t.ds_h + it.chunk] = d;
   if constexpr (fp8_vt_head_dim(D) && !kRotate) {
     if (t.vt) {  // V^T: v, never rotated (the API refuses both)
       cast_block_vt<D, In>(t, it, si, scale, stage);
@@ -301,21 +298,23 @@ __global__ void __launch_bounds__(kThreads, 2) block_quantize_kernel(const __gri
     it = decode_item<G>(a, j);
     stage_item<kD>(a, it, stages);
   }
+  // One barrier an item: after it, item j's copies (every thread's, the only group in flight)
+  // have landed, and every thread is done with the previous item's stage (and the tile over it),
+  // so the next item's copies may go there; they are in flight while item j is cast. (A barrier
+  // before and one after each item's cast, with the next copies issued before the first, kept
+  // the same one item ahead: session 47.)
   for (int buf = 0; j < a.items; j += gridDim.x, buf ^= 1) {
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();  // also: the sign masks are built
     Item next = {};
     if (j + int(gridDim.x) < a.items) {  // the next item's copies, into the other stage
       next = decode_item<G>(a, j + gridDim.x);
       stage_item<kD>(a, next, stages + (buf ^ 1) * per_stage);
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
-    } else {
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
     }
-    __syncthreads();  // item j's copies (every thread's) have landed; the sign masks are built
     const Tensor& t = a.t[it.tensor];
     with_launch_head_dim<kD>(t.head_dim, [&](auto d) {
       run_block_item_d<decltype(d)::value, kMma, In>(t, it, sm, stages + buf * per_stage);
     });
-    __syncthreads();  // the stage (and the tile over it) is free for the item after next
     it = next;
   }
 }
