@@ -91,7 +91,7 @@ __device__ __forceinline__ void stage_item_d(const Tensor& t, const Item& it, ui
     place(int(threadIdx.x), px, dst);
     const int64_t px_step = int64_t(kThreads / NU) * t.xs_r;
     for (int u = threadIdx.x; u < si.stride; u += kThreads, px += px_step, dst += kThreads) stage_unit(u, px, dst);
-  } else {  // head dim 96 (3 units a row): the lane changes from step to step
+  } else {  // head dims 96 and 192 (3 and 6 units a row): the lane changes from step to step
     for (int u = threadIdx.x; u < si.stride; u += kThreads) {
       const uint16_t* px;
       uint4* dst;
