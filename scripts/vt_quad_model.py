@@ -3,6 +3,8 @@ permuted (vt_stage_row) and cast by quads (VtQuad) must put every (key, d) byte 
 unit-per-thread cast (vt_place_unit) puts it, and a warp's loads must read contiguous stage
 units. The index functions are transcribed from src/sm90/fp8_quantize_{item,blocks}.cuh;
 run it after changing either.    python3 scripts/vt_quad_model.py
+Also (branch `qcopy`, session 47): stage_item_d's stepped places, a thread's units kThreads / NU
+rows apart at one stage-place step of kThreads units, V^T's permuted rows included.
 """
 
 
@@ -49,8 +51,12 @@ def check(D, rows, threads=256):
                            for q in range(w, w + 32))
             contiguous &= units == list(range(units[0], units[0] + 32))
     wrong = sum(quad_cast.get(key) != at for key, at in unit_cast.items())
-    print(f"D {D} rows {rows}: {len(unit_cast)} bytes, {wrong} placed elsewhere, warp loads contiguous: {contiguous}")
-    return wrong == 0 and contiguous
+    # stage_item_d's stepped walk: thread t's place at step s is its step-0 place plus s kThreads
+    stepped = all(vt_stage_row((u + s * threads) // nu) * nu + u % nu == vt_stage_row(u // nu) * nu + u % nu + s * threads
+                  for u in range(threads) for s in range(stride // threads))
+    print(f"D {D} rows {rows}: {len(unit_cast)} bytes, {wrong} placed elsewhere, warp loads contiguous: {contiguous}, "
+          f"stepped places: {stepped}")
+    return wrong == 0 and contiguous and stepped
 
 
 if __name__ == "__main__":
