@@ -148,7 +148,8 @@ struct StagedX8 {
 };
 
 // Per-row scales: each row's amax over its lanes (with the rotation the slot path's bound for one
-// row, sqrt(D * sum x^2) = sqrt(sum y^2), y unnormalised), descale[b, h, row], the cast.
+// row, sqrt(D * sum x^2) = sqrt(sum y^2), y unnormalised: from x on the tensor cores where the
+// rotation runs there, as the torch path computes it; else from y), descale[b, h, row], the cast.
 template <int D, bool kRotate, bool kMma, class In, class G>
 __device__ void cast_rows_staged(const Tensor& t, const Item& it, Shared<G>& sm, const uint4* stage) {
   constexpr int NU = D / kUnitElems;
@@ -160,10 +161,17 @@ __device__ void cast_rows_staged(const Tensor& t, const Item& it, Shared<G>& sm,
   const StagedX8<D> x8(t, it, si);
   for (int s = 0; s < si.steps; ++s) {
     const int u = s * kThreads + int(threadIdx.x);
+    uint4 raw[kGroups];
+    staged_unit(stage, si.stride, u, raw);
+    // the rotated row's bound from the unrotated one, as the torch path: sqrt(D * sum x^2)
+    float ss = 0.f;
+    if constexpr (kMmaRotation<D, kRotate, kMma>) ss = row_sum_squares_mma<NU, In>(raw);
     float v[kUnitElems];
-    staged_values<D, kRotate, kMma, In>(stage, si, u, masks, hb, v);
+    unit_values<D, kRotate, kMma, In>(raw, masks, hb, v);
     float m;  // on every lane of the row (the shuffles are uniform; inactive units hold zeros)
-    if constexpr (kRotate) {
+    if constexpr (kMmaRotation<D, kRotate, kMma>) {
+      m = __fsqrt_rn(__fmul_rn(ss, float(D)));
+    } else if constexpr (kRotate) {
       m = __fsqrt_rn(row_sum_squares<NU>(v));
     } else {
       m = 0.f;
@@ -251,10 +259,13 @@ __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm
   constexpr int NU = D / kUnitElems;
   const StagedItem si = StagedItem::of<D>(t, it);
   float m = 0.f;
+#pragma unroll 1  // unrolled, its units' loads went ahead of the tensor-core sums and spilled
   for (int s = 0; s < si.steps; ++s) {
     uint4 raw[kGroups];
     staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), raw);
-    if constexpr (kRotate) {
+    if constexpr (kMmaRotation<D, kRotate, kMma>) {
+      m = fmaxf(m, row_sum_squares_mma<NU, In>(raw));  // the bound's sum of squares (no signs)
+    } else if constexpr (kRotate) {
       float v[kUnitElems];
       unpack_unit<In, false>(raw, nullptr, v);  // the bound needs no signs
       track_unit_amax<NU, kRotate>(m, v);
