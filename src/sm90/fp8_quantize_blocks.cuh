@@ -259,18 +259,25 @@ __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm
   constexpr int NU = D / kUnitElems;
   const StagedItem si = StagedItem::of<D>(t, it);
   float m = 0.f;
+  const auto unit_raw = [&](int s, uint4 (&raw)[kGroups]) { staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), raw); };
+  if constexpr (kMmaRotation<D, kRotate, kMma>) {
 #pragma unroll 1  // unrolled, its units' loads went ahead of the tensor-core sums and spilled
-  for (int s = 0; s < si.steps; ++s) {
-    uint4 raw[kGroups];
-    staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), raw);
-    if constexpr (kMmaRotation<D, kRotate, kMma>) {
+    for (int s = 0; s < si.steps; ++s) {
+      uint4 raw[kGroups];
+      unit_raw(s, raw);
       m = fmaxf(m, row_sum_squares_mma<NU, In>(raw));  // the bound's sum of squares (no signs)
-    } else if constexpr (kRotate) {
-      float v[kUnitElems];
-      unpack_unit<In, false>(raw, nullptr, v);  // the bound needs no signs
-      track_unit_amax<NU, kRotate>(m, v);
-    } else {
-      m = fmaxf(m, raw_unit_amax<In>(raw));
+    }
+  } else {
+    for (int s = 0; s < si.steps; ++s) {
+      uint4 raw[kGroups];
+      unit_raw(s, raw);
+      if constexpr (kRotate) {
+        float v[kUnitElems];
+        unpack_unit<In, false>(raw, nullptr, v);  // the bound needs no signs
+        track_unit_amax<NU, kRotate>(m, v);
+      } else {
+        m = fmaxf(m, raw_unit_amax<In>(raw));
+      }
     }
   }
   // every thread works the scale out itself (a barrier fewer than thread 0 handing it on)
