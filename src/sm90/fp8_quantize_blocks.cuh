@@ -259,7 +259,9 @@ __device__ void cast_block_staged(const Tensor& t, const Item& it, Shared<G>& sm
   constexpr int NU = D / kUnitElems;
   const StagedItem si = StagedItem::of<D>(t, it);
   float m = 0.f;
-  const auto unit_raw = [&](int s, uint4 (&raw)[kGroups]) { staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), raw); };
+  const auto unit_raw = [&](int s, uint4 (&raw)[kGroups]) {
+    staged_unit(stage, si.stride, s * kThreads + int(threadIdx.x), raw);
+  };
   if constexpr (kMmaRotation<D, kRotate, kMma>) {
 #pragma unroll 1  // unrolled, its units' loads went ahead of the tensor-core sums and spilled
     for (int s = 0; s < si.steps; ++s) {
