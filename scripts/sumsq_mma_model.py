@@ -3,6 +3,10 @@ a warp's units as hadamard_row_mma holds them (lane l: row l / NU, lane in row l
 8k + e: coordinate (k NU + l % NU) 8 + e; raw[k].x/.y/.z/.w = e 0-1 / 2-3 / 4-5 / 6-7), the two
 m16n8k16 products per group in PTX's fragment layouts, the diagonal picked and shuffled as the
 kernel does; every lane must end with its row's sum of squares. Exact arithmetic (integers).
+Then the rounding, worst case (torch, CPU): each mma's 16 exact products truncated after alignment
+to the largest (no guard bits) and the sum truncated to fp32, the 8 partial sums added in fp32,
+on the GPU tests' inputs (randn * 3, every 1013th value * 50): the descale's relative error
+against the fp64 sum's must stay below the tests' 1e-6.
     python3 scripts/sumsq_mma_model.py
 """
 import random
@@ -45,5 +49,31 @@ def model(nu, seed=0):
     return ok
 
 
+def worst_rounding(d, dtype, rows=200000):
+    import torch
+    torch.manual_seed(0)
+    x = torch.randn(rows, d) * 3
+    x.view(-1)[::1013] *= 50
+    sq = x.to(dtype).double().square()  # products of 16-bit values: exact
+    parts = sq.view(rows, d // 16, 16)  # one mma's 16 terms (which 16 does not change the bound)
+    ulp = torch.pow(2.0, torch.floor(torch.log2(parts.amax(-1, keepdim=True).clamp_min(1e-300))) - 23)
+    s = (torch.floor(parts / ulp) * ulp).sum(-1)
+    f = s.float()
+    f = torch.where(f.double() > s, torch.nextafter(f, torch.zeros_like(f)), f)  # toward zero
+    acc = torch.zeros(rows)
+    for j in range(f.shape[1]):
+        acc = acc + f[:, j]
+    exact = sq.sum(-1).float()
+    err = ((torch.sqrt(acc * d) / torch.sqrt(exact * d)).double() - 1).abs().max().item()
+    print(f"d {d} {str(dtype)[6:]}: descale relative error, worst of {rows} rows: {err:.2e}")
+    return err < 1e-6
+
+
 if __name__ == "__main__":
-    raise SystemExit(0 if all([model(4, 0), model(4, 1), model(8, 2), model(8, 3)]) else 1)
+    ok = all([model(4, 0), model(4, 1), model(8, 2), model(8, 3)])
+    try:
+        import torch
+        ok &= all(worst_rounding(d, t) for d in (128, 256) for t in (torch.bfloat16, torch.float16))
+    except ImportError:
+        print("torch not installed: rounding model skipped")
+    raise SystemExit(0 if ok else 1)
