@@ -163,14 +163,11 @@ __device__ void cast_rows_staged(const Tensor& t, const Item& it, Shared<G>& sm,
     const int u = s * kThreads + int(threadIdx.x);
     uint4 raw[kGroups];
     staged_unit(stage, si.stride, u, raw);
-    // the rotated row's bound from the unrotated one, as the torch path: sqrt(D * sum x^2)
-    float ss = 0.f;
-    if constexpr (kMmaRotation<D, kRotate, kMma>) ss = row_sum_squares_mma<NU, In>(raw);
     float v[kUnitElems];
-    unit_values<D, kRotate, kMma, In>(raw, masks, hb, v);
+    unit_values<D, kRotate, kMma, In>(raw, masks, hb, v);  // (raw now has the signs: same squares)
     float m;  // on every lane of the row (the shuffles are uniform; inactive units hold zeros)
-    if constexpr (kMmaRotation<D, kRotate, kMma>) {
-      m = __fsqrt_rn(__fmul_rn(ss, float(D)));
+    if constexpr (kMmaRotation<D, kRotate, kMma>) {  // as the torch path: sqrt(D * sum x^2)
+      m = __fsqrt_rn(__fmul_rn(row_sum_squares_mma<NU, In>(raw), float(D)));
     } else if constexpr (kRotate) {
       m = __fsqrt_rn(row_sum_squares<NU>(v));
     } else {

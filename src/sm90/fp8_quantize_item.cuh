@@ -265,8 +265,9 @@ __device__ __forceinline__ float slot_scale(const Args& a, const Tensor& t, cons
 // The cast pass of a V^T item: each thread's 32 bytes of a key go to the smem tile (D rows of
 // keys, in V^T's order), then the tile's rows leave as 16-byte stores, one V^T row segment per
 // d; the slot's last item also writes the zero padding up to its 32-key boundary.
-// The V^T cast in three steps, shared by the slot and the block-wise kernels: zero the tile's
-// padding keys (the slot's tail item), cast each unit into the tile, store the tile's rows.
+// The V^T cast in three steps: zero the tile's padding keys (the slot's tail item), cast each
+// unit into the tile, store the tile's rows. The block kernel shares the first and the last and
+// casts by quads of keys instead (fp8_quantize_blocks.cuh, cast_block_vt).
 // tile: kKeys keys (bytes) per d row. The item's rows, padding included, are computed again
 // where needed rather than held (held through the cast loop, they spilled at the 64 registers
 // of 4 CTAs per SM).
