@@ -260,7 +260,7 @@ int launch_blocks(const Fp8QuantizeParams& p, const Args& a) {
   int stage_units = 0;
   for (int i = 0; i < a.num_tensors; ++i) {
     const Tensor& t = a.t[i];
-    stage_units = std::max(stage_units, t.rows_per_item * (t.head_dim / kUnitElems));
+    stage_units = std::max(stage_units, staged_stride(t.rows_per_item, t.head_dim));
     if (t.vt) stage_units = std::max(stage_units, kFp8QuantizeMaxBlockElems / kUnitElems / 2);
   }
   const int smem = 2 * stage_units * kGroups * int(sizeof(uint4));

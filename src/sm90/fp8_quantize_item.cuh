@@ -111,7 +111,7 @@ __device__ __forceinline__ void for_each_unit(const Tensor& t, const Item& it, c
 template <class G>
 struct Shared {
   uint32_t masks[kMaxTensors][kMaxLanes * kMaskWords];  // XOR masks of the rotation signs
-  unsigned warp_max[kWarps];
+  alignas(16) unsigned warp_max[kWarps];
   float scale;
   int next[2];
   alignas(16) uint8_t vt_tile[G::kVtTileBytes];
@@ -198,14 +198,17 @@ __device__ __forceinline__ void track_unit_amax(float& m, const float (&v)[kUnit
 }
 
 // The CTA's amax from each thread's m (>= 0: max |x|, or with the rotation the largest row sum
-// of squares, whose bound sqrt(D * m) it then returns); valid in thread 0, after a barrier.
-template <int D, bool kRotate, class G>
+// of squares, whose bound sqrt(D * m) it then returns), after a barrier: valid in thread 0, or
+// in every thread with kEveryThread (the warps' maxima read by all, broadcast loads: no second
+// barrier to hand thread 0's result on). sm.warp_max is written again only after the caller's
+// next barrier (every thread has read it by then).
+template <int D, bool kRotate, bool kEveryThread = false, class G>
 __device__ __forceinline__ float cta_amax(float m, Shared<G>& sm) {
   const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));  // non-negative floats order like their bits
   if (threadIdx.x % 32 == 0) sm.warp_max[threadIdx.x / 32] = w;
   __syncthreads();
   unsigned cta = 0;
-  if (threadIdx.x == 0) {
+  if (kEveryThread || threadIdx.x == 0) {
 #pragma unroll
     for (int i = 0; i < kWarps; ++i) cta = max(cta, sm.warp_max[i]);
   }
@@ -262,8 +265,9 @@ __device__ __forceinline__ float slot_scale(const Args& a, const Tensor& t, cons
 // The cast pass of a V^T item: each thread's 32 bytes of a key go to the smem tile (D rows of
 // keys, in V^T's order), then the tile's rows leave as 16-byte stores, one V^T row segment per
 // d; the slot's last item also writes the zero padding up to its 32-key boundary.
-// The V^T cast in three steps, shared by the slot and the block-wise kernels: zero the tile's
-// padding keys (the slot's tail item), cast each unit into the tile, store the tile's rows.
+// The V^T cast in three steps: zero the tile's padding keys (the slot's tail item), cast each
+// unit into the tile, store the tile's rows. The block kernel shares the first and the last and
+// casts by quads of keys instead (fp8_quantize_blocks.cuh, cast_block_vt).
 // tile: kKeys keys (bytes) per d row. The item's rows, padding included, are computed again
 // where needed rather than held (held through the cast loop, they spilled at the 64 registers
 // of 4 CTAs per SM).

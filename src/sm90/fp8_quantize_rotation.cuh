@@ -228,6 +228,36 @@ __device__ __forceinline__ void hadamard_row_mma(const uint4 (&raw)[kGroups], co
   if constexpr (NU == 8) lane_butterfly(v, 4);  // lane bit 2, as hadamard_row's shuffled stages
 }
 
+// sum(x^2) over the row of a unit's raw 16-bit values (head dims 128 and 256, hadamard_row_mma's
+// layout; signs applied or not: squares), on the tensor cores: with A = the warp's rows as that
+// transform has them (rows g: e2 = 0, rows g + 8: e2 = 1; k16 the coordinates (e0, q, e1)) and B
+// = the same registers read as columns (B_lo[k][g] = row g's e2 = 0 half, B_hi its e2 = 1 half),
+// C_lo[g][g] + C_hi[g + 8][g] summed over the unit's 4 groups is row g's sum of squares over its
+// quad's 4 lanes. The diagonal sits in lane q = g / 2 of quad g, register g % 2 (C_lo) / 2 + g % 2
+// (C_hi); a shuffle hands it to the quad, and at D = 256 one more adds the row's other quad.
+// Products of 16-bit values are exact in fp32; each mma sums 16 of them in the tensor core's
+// fp32, the 8 partial sums are added in fp32. In place of 32 unpacks, 32 FMAs and the partial
+// sums' tree (row_sum_squares). Uniform over the warp.
+template <int NU, class In>
+__device__ __forceinline__ float row_sum_squares_mma(const uint4 (&raw)[kGroups]) {
+  static_assert(NU == 4 || NU == 8, "head dims 128 and 256");
+  const unsigned lane = threadIdx.x % 32;
+  const bool odd_row = (lane >> 2) & 1u;  // g % 2
+  float acc = 0.f;
+#pragma unroll
+  for (int k = 0; k < kGroups; ++k) {
+    const uint32_t b_lo[2] = {raw[k].x, raw[k].y}, b_hi[2] = {raw[k].z, raw[k].w};
+    float c[4];
+    mma_16816<In>(c, raw[k].x, raw[k].z, raw[k].y, raw[k].w, b_lo);
+    acc += odd_row ? c[1] : c[0];
+    mma_16816<In>(c, raw[k].x, raw[k].z, raw[k].y, raw[k].w, b_hi);
+    acc += odd_row ? c[3] : c[2];
+  }
+  float ss = __shfl_sync(0xffffffffu, acc, (lane & ~3u) | (lane >> 3));  // quad g's lane g / 2
+  if constexpr (NU == 8) ss += __shfl_xor_sync(0xffffffffu, ss, 4);  // the row's other quad
+  return ss;
+}
+
 // ---- Paley head dims (96 = 12 x 8, 192 = 12 x 16) -----------------------------------------------
 // H = P12 (x) H_m (Paley's order-12 matrix, fp8.py's _paley12; Sylvester's H_m, m = D / 12), so
 // coordinate c = m a + b has H[c'][c] = P12[a'][a] H_m[b'][b]. A rotated Paley row sits in a block

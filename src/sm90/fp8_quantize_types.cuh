@@ -38,6 +38,14 @@ constexpr int kItemUnits = 512;  // target units per item: 32 KB of fp16/bf16 x
 constexpr int kMaxLanes = 256 / kUnitElems;           // threads per row at head dim 256
 constexpr int kGroupMaskWords = kGroupElems / 2;       // sign masks per group: one per 2 elements
 constexpr int kMaskWords = kGroups * kGroupMaskWords;  // sign masks per thread
+
+// The block kernel's stage stride for items of rows_per_item rows at head_dim: the item's units
+// rounded up to whole steps of kThreads. The units past an item's own are staged as zeros, so
+// every step reads its unit without a bound check (run 163's source page: the bound's selects
+// were ~6 % of the block kernel's executed instructions). Host and device.
+__host__ __device__ constexpr int staged_stride(int rows_per_item, int head_dim) {
+  return (rows_per_item * (head_dim / kUnitElems) + kThreads - 1) / kThreads * kThreads;
+}
 // The masks in shared memory are group-major: group k's 4 words of every lane, lane after lane
 // (kMaskGroupWords words a group), so that one group's 16-byte loads by a row's lanes are one
 // contiguous span. Lane-major (a lane's 16 words together) put lanes 0 and 2 (1 and 3) 128
