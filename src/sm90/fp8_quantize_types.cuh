@@ -46,6 +46,7 @@ constexpr int kMaskWords = kGroups * kGroupMaskWords;  // sign masks per thread
 __host__ __device__ constexpr int staged_stride(int rows_per_item, int head_dim) {
   return (rows_per_item * (head_dim / kUnitElems) + kThreads - 1) / kThreads * kThreads;
 }
+
 // The masks in shared memory are group-major: group k's 4 words of every lane, lane after lane
 // (kMaskGroupWords words a group), so that one group's 16-byte loads by a row's lanes are one
 // contiguous span. Lane-major (a lane's 16 words together) put lanes 0 and 2 (1 and 3) 128
